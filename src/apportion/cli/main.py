@@ -1,0 +1,63 @@
+"""The `apportion` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from apportion.cli.bench import bench_app
+
+app = typer.Typer(
+    help="apportion: share a pool of hosts among many tenants, the EGO and DUCC way.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(bench_app, name="bench")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _load(file: Path):
+    from apportion.plan import PlanError, load_scenario
+
+    try:
+        return load_scenario(file)
+    except PlanError as e:
+        err.print(f"[bold red]{len(e.problems)} problem(s) in {file}:[/]")
+        for p in e.problems:
+            err.print(str(p), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def solve(
+    file: Path = typer.Argument(..., help="A scenario: a plan plus a timeline (YAML or TOML)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the snapshots as JSON (the stable contract)."),
+) -> None:
+    """Run a scenario through the engine and print the settled state after each step."""
+    from apportion.scenario.runner import run
+
+    scenario = _load(file)
+    snaps = run(scenario)
+    if json_out:
+        print(json.dumps({"snapshots": snaps}, indent=1))
+    else:
+        from apportion.cli.render import render_snapshots
+
+        render_snapshots(out, snaps)
+
+
+@app.command()
+def validate(file: Path = typer.Argument(..., help="A plan or scenario file (YAML or TOML).")) -> None:
+    """Check a plan or scenario without running it: every problem, with file:line: field: reason."""
+    sc = _load(file)
+    out.print(f"[green]ok[/]: {file}: {len(sc.plan.hosts)} hosts, {len(sc.plan.groups)} resource groups, "
+              f"{len(sc.plan.consumers)} consumers, {len(sc.steps)} timeline steps")
+
+
+def main() -> None:  # pragma: no cover
+    app()

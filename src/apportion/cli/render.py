@@ -1,0 +1,55 @@
+"""Rich tables for people; the --json output is the stable contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+FIELDS = ("held", "owned", "borrowed", "shared", "lent", "deserved", "demand")
+
+
+def _fmt_time(t: float) -> str:
+    return f"{t:g}s"
+
+
+def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
+    for snap in snaps:
+        groups: list[str] = []
+        for line in snap["consumers"].values():
+            for g in line["groups"]:
+                if g not in groups:
+                    groups.append(g)
+        for g in groups:
+            t = Table(title=f"t = {_fmt_time(snap['at'])}  ·  resource group {g}", title_justify="left")
+            t.add_column("consumer")
+            for f in FIELDS:
+                t.add_column(f, justify="right")
+            for path, line in snap["consumers"].items():
+                gl = line["groups"].get(g)
+                if gl is None:
+                    continue
+                depth = path.count("/") - 1
+                name = "  " * depth + path.rsplit("/", 1)[-1]
+                t.add_row(name, *(str(gl[f]) for f in FIELDS))
+            console.print(t)
+        if snap["requests"]:
+            t = Table(title="requests", title_justify="left")
+            t.add_column("request")
+            t.add_column("held", justify="right")
+            t.add_column("hosts")
+            for rid, r in snap["requests"].items():
+                t.add_row(rid, str(r["held"]), " ".join(f"{h}:{n}" for h, n in r["hosts"].items()))
+            console.print(t)
+        if snap["reclaiming"]:
+            t = Table(title="reclaiming (still with their holder)", title_justify="left")
+            for col in ("request", "host", "slots", "deadline", "for"):
+                t.add_column(col)
+            for r in snap["reclaiming"]:
+                t.add_row(r["request"], r["host"], str(r["slots"]), _fmt_time(r["deadline"]), r["for"])
+            console.print(t)
+        if snap.get("lost"):
+            console.print("[bold red]lost:[/] " + ", ".join(
+                f"{x['request']}@{x['host']} ({x['slots']})" for x in snap["lost"]))
+        console.print()

@@ -1,0 +1,73 @@
+"""The pure centre of apportion: (plan, hosts, requests, allocations, time) -> decisions.
+
+No I/O and no clock: the caller says what time it is. The service, the simulator
+and the tests all drive this same class.
+"""
+
+from __future__ import annotations
+
+from apportion.engine.cycle import Cycle
+from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
+from apportion.engine.model import (
+    ROOT,
+    AllocationPolicy,
+    Consumer,
+    GroupSettings,
+    Host,
+    HostState,
+    Plan,
+    Policy,
+    Request,
+    ResourceGroup,
+    ShareEnforcement,
+)
+from apportion.engine.report import Report, build_report
+from apportion.engine.state import ClusterState
+
+
+class Engine:
+    """Holds the state of one cluster under one plan and runs its cycles."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.state = ClusterState(plan)
+        self._views: dict = {}
+
+    @property
+    def plan(self) -> Plan:
+        return self.state.plan
+
+    # what the world tells the engine ------------------------------------------
+    def submit(self, request: Request) -> None:
+        self.state.add_request(request)
+
+    def change(self, request_id: str, *, min: int | None = None, max: int | None = None) -> None:
+        self.state.change_request(request_id, min=min, max=max)
+
+    def release(self, request_id: str) -> None:
+        """The client is done: every slot of the request goes back."""
+        self.state.close_request(request_id)
+
+    def set_host_state(self, name: str, state: HostState) -> list[Removal]:
+        """A host closes, opens, goes down (its allocations are lost) or comes back."""
+        return self.state.set_host_state(name, state)
+
+    # what the engine decides ------------------------------------------------------
+    def cycle(self, now: float) -> Decisions:
+        c = Cycle(self.state, now)
+        decisions = c.run()
+        self._views = c.views
+        return decisions
+
+    def next_deadline(self) -> float | None:
+        """The earliest reclaim deadline still pending, if any."""
+        return min((a.reclaim.deadline for a in self.state.reclaiming.values()), default=None)
+
+    def report(self) -> Report:
+        return build_report(self.state, self._views)
+
+
+__all__ = [
+    "ROOT", "AllocationPolicy", "Consumer", "Decisions", "Engine", "Grant", "GroupSettings", "Host",
+    "HostState", "Plan", "Policy", "Reclaim", "Removal", "Report", "Request", "ResourceGroup",
+    "ShareEnforcement",
+]

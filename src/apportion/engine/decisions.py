@@ -1,0 +1,53 @@
+"""What one cycle decides. The caller (service, simulator, scenario runner) acts on these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    request: str
+    consumer: str
+    group: str
+    host: str
+    slots: int
+    source: str  # "own", "pool:/path" (share pool of that consumer; "pool:/" is the public pool), "lent:/lender"
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaim:
+    """Slots the holder must give back by ``deadline``; they stay its own until then."""
+
+    request: str
+    consumer: str
+    group: str
+    host: str
+    slots: int
+    deadline: float
+    beneficiary: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """Slots taken away now: a reclaim's deadline passed, or the host went down (lost)."""
+
+    request: str
+    consumer: str
+    group: str
+    host: str
+    slots: int
+    reason: str
+
+
+@dataclass(slots=True)
+class Decisions:
+    at: float
+    grants: list[Grant] = field(default_factory=list)
+    reclaims: list[Reclaim] = field(default_factory=list)
+    removals: list[Removal] = field(default_factory=list)
+    lost: list[Removal] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.grants or self.reclaims or self.removals or self.lost)

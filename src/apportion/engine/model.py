@@ -1,0 +1,146 @@
+"""The engine's input: a compiled, validated plan and the requests made against it.
+
+Everything here is frozen and free of I/O. The plan package (``apportion.plan``)
+turns user files into these objects; the engine never sees a file, a line number
+or a clock. Consumer paths are slash paths (``/LOB1/app1``); the root of the
+tree is implicit and is written ``/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+
+ROOT = "/"
+
+AttrValue = str | int | float | bool
+
+
+class HostState(str, Enum):
+    OK = "ok"  # takes new work
+    CLOSED = "closed"  # keeps what it runs, takes nothing new
+    UNAVAILABLE = "unavailable"  # as closed (DUCC: the node says it is unavailable)
+    DOWN = "down"  # gone: what it ran is lost
+
+
+class AllocationPolicy(str, Enum):
+    STACKED = "stacked"  # fill hosts in the group's host order
+    BALANCED = "balanced"  # the host with the most free slots first
+    EXCLUSIVE = "exclusive"  # a host serves one consumer at a time
+    BEST_FIT = "best_fit"  # the smallest free space that fits (DUCC)
+
+
+class ShareEnforcement(str, Enum):
+    LEAF = "leaf"
+    PARENT = "parent"
+
+
+HostFilter = Callable[["Host"], bool]
+"""A compiled resource requirement: True when the host may serve the request."""
+
+
+def _frozen(mapping: Mapping | None) -> Mapping:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    name: str
+    slots: int
+    memory: float = 0.0
+    attributes: Mapping[str, AttrValue] = field(default_factory=dict)
+    state: HostState = HostState.OK
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", _frozen(self.attributes))
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceGroup:
+    """A named set of hosts. ``hosts`` is resolved and in preference order."""
+
+    name: str
+    hosts: tuple[str, ...]
+    allocation_policy: AllocationPolicy = AllocationPolicy.STACKED
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSettings:
+    """A consumer's plan in one resource group (consumer-wide values already merged)."""
+
+    owned: int = 0
+    share_ratio: int = 1
+    priority: int | None = None  # smaller is better; unset ranks after every set value
+    rank: int | None = None  # 1 is best; unset ranks after every set value
+    max: int | None = None
+    lend: bool = False
+    lend_limit: int | None = None  # None with lend on: every owned slot may be lent
+    borrow: bool = True
+    borrow_limit: int | None = None
+    borrow_preference: tuple[str, ...] = ()
+    lend_to: tuple[str, ...] | None = None  # None: anyone; ("siblings",) or paths
+    grace: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Consumer:
+    path: str
+    parent: str  # ROOT for a top-level consumer
+    children: tuple[str, ...]
+    index: int  # position in the plan: earlier wins ties
+    groups: Mapping[str, GroupSettings]  # the groups this consumer is planned in
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", _frozen(self.groups))
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    @property
+    def depth(self) -> int:
+        return self.path.count("/")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    share_enforcement: ShareEnforcement = ShareEnforcement.LEAF
+    adjust_share_to_workload: bool = True
+    base_quota: bool = False
+    reclaim_before_borrow: bool = False
+    share_pool_reclaim: bool = True
+    reclaim_for_preference: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    hosts: tuple[Host, ...]
+    groups: tuple[ResourceGroup, ...]  # plan order
+    consumers: tuple[Consumer, ...]  # plan order, parents before children
+    policy: Policy = Policy()
+
+    def consumer_map(self) -> dict[str, Consumer]:
+        return {c.path: c for c in self.consumers}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """An open request: up to ``max`` slots, in instances of ``order`` slots on one host.
+
+    ``groups`` are the groups the request may use, in order; empty means every
+    group its consumer is planned in, in plan order. ``min`` slots must be
+    granted together before anything is granted. ``seq`` is the arrival order.
+    """
+
+    id: str
+    consumer: str
+    max: int
+    min: int = 0
+    groups: tuple[str, ...] = ()
+    order: int = 1
+    exclusive: bool = False
+    requirement: HostFilter | None = None
+    requirement_text: str | None = None
+    seq: int = 0

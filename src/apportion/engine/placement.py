@@ -1,0 +1,134 @@
+"""Where granted slots go: one capacity ledger per host, one ordered index per group.
+
+A host may belong to several groups; its free slots are counted once (the
+ledger), and every group that contains it keeps it in its own order (the
+index), so overlapping groups can never hand out the same slot twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sortedcontainers import SortedList
+
+from apportion.engine.model import AllocationPolicy, Host, HostState, Request
+
+
+class HostLedger:
+    __slots__ = ("host", "free", "state", "users", "exclusive_for", "groups", "position")
+
+    def __init__(self, host: Host, position: int) -> None:
+        self.host = host
+        self.free = host.slots
+        self.state = host.state
+        self.users: dict[str, int] = {}  # consumer -> slots held here
+        self.exclusive_for: str | None = None  # request holding the host exclusively
+        self.groups: list[GroupIndex] = []
+        self.position = position
+
+    @property
+    def takes_work(self) -> bool:
+        return self.state is HostState.OK
+
+    @property
+    def used(self) -> int:
+        return self.host.slots - self.free
+
+
+class GroupIndex:
+    """The hosts of one group that can take work, in the order the policy prefers."""
+
+    def __init__(self, name: str, policy: AllocationPolicy, hosts: list[HostLedger]) -> None:
+        self.name = name
+        self.policy = policy
+        self.hosts = hosts
+        self.rank = {h.host.name: i for i, h in enumerate(hosts)}
+        self._open: SortedList = SortedList()
+        for h in hosts:
+            h.groups.append(self)
+            self._add(h)
+
+    def _key(self, h: HostLedger) -> tuple:
+        pos = self.rank[h.host.name]
+        if self.policy is AllocationPolicy.BALANCED:
+            return (-h.free, pos, h.host.name)
+        if self.policy is AllocationPolicy.BEST_FIT:
+            return (h.free, pos, h.host.name)
+        return (pos, h.host.name)
+
+    def _add(self, h: HostLedger) -> None:
+        if h.free > 0 and h.takes_work:
+            self._open.add(self._key(h))
+
+    def _discard(self, h: HostLedger) -> None:
+        if h.free > 0 and h.takes_work:
+            self._open.discard(self._key(h))
+
+    def capacity(self) -> int:
+        """Slots this group can count on: hosts taking work, plus what closed hosts still run."""
+        return sum(h.host.slots if h.takes_work else h.used for h in self.hosts
+                   if h.state is not HostState.DOWN)
+
+    def free_slots(self) -> int:
+        return sum(h.free for h in self.hosts if h.takes_work)
+
+    def candidates(self) -> Iterator[str]:
+        # callers only read while iterating; they apply their picks afterwards
+        for key in self._open:
+            yield key[-1]
+
+
+def change_free(h: HostLedger, delta: int) -> None:
+    """Move a host's free count, keeping every group index that holds it in order."""
+    for g in h.groups:
+        g._discard(h)
+    h.free += delta
+    for g in h.groups:
+        g._add(h)
+
+
+def change_state(h: HostLedger, state: HostState) -> None:
+    for g in h.groups:
+        g._discard(h)
+    h.state = state
+    for g in h.groups:
+        g._add(h)
+
+
+def fits(h: HostLedger, req: Request, consumer: str, group: GroupIndex) -> int:
+    """How many instances of ``req`` this host can take now (0 if it may not serve it)."""
+    if not h.takes_work or h.free < req.order:
+        return 0
+    if h.exclusive_for is not None and h.exclusive_for != req.id:
+        return 0
+    if req.exclusive and h.exclusive_for != req.id and h.users:
+        return 0
+    if group.policy is AllocationPolicy.EXCLUSIVE and any(c != consumer for c in h.users):
+        return 0
+    if req.requirement is not None and not req.requirement(h.host):
+        return 0
+    return h.free // req.order
+
+
+def choose_hosts(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
+                 consumer: str, instances: int) -> list[tuple[str, int]]:
+    """Pick hosts for up to ``instances`` instances: [(host, slots)], in policy order.
+
+    Best fit places the whole lot on the smallest host that takes it when there is
+    one, and otherwise fills the smallest holes first."""
+    picks: list[tuple[str, int]] = []
+    left = instances
+    if group.policy is AllocationPolicy.BEST_FIT:
+        for name in group.candidates():
+            if fits(hosts[name], req, consumer, group) >= left:
+                return [(name, left * req.order)]
+    for name in group.candidates():
+        n = fits(hosts[name], req, consumer, group)
+        if n <= 0:
+            continue
+        n = min(n, left)
+        picks.append((name, n * req.order))
+        left -= n
+        if left == 0:
+            break
+    return picks

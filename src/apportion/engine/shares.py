@@ -1,0 +1,215 @@
+"""Share arithmetic: how a pool of slots is divided over a consumer subtree.
+
+Everything is exact (``Fraction``) until the last step, where a pool's shares are
+rounded to whole slots by largest remainder, ties to the consumer earlier in the
+plan (POLICY-NOTES section 7). One recursive water-fill serves both enforcement
+modes: parent enforcement is the water-fill itself; leaf enforcement first gives
+each leaf its static planned share, then water-fills what is left over the
+branches that still have unmet demand (seed 004).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from math import floor
+
+INF = float("inf")
+
+
+class ShareTree:
+    """The part of the consumer tree planned in one group, as the share maths needs it.
+
+    ``children[path]`` lists children in plan order; ``ratio``, ``priority`` (smaller
+    is better, None last) and ``index`` (plan order) come from the plan.
+    """
+
+    __slots__ = ("children", "ratio", "band", "index")
+
+    def __init__(
+        self,
+        children: Mapping[str, Sequence[str]],
+        ratio: Mapping[str, int],
+        priority: Mapping[str, int | None],
+        index: Mapping[str, int],
+    ) -> None:
+        self.children = children
+        self.ratio = ratio
+        self.band = {p: (INF if v is None else v) for p, v in priority.items()}
+        self.index = index
+
+    def bands(self, node: str) -> list[list[str]]:
+        """Children with a positive ratio, grouped by priority, best band first."""
+        by_band: dict[float, list[str]] = {}
+        for child in self.children.get(node, ()):
+            if self.ratio[child] > 0:
+                by_band.setdefault(self.band[child], []).append(child)
+        return [by_band[k] for k in sorted(by_band)]
+
+
+def _weighted_fill(amount: Fraction, members: list[str], weight: Mapping[str, int],
+                   cap: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    """Split ``amount`` by weight, no member above its cap (classic water-filling)."""
+    out: dict[str, Fraction] = {}
+    live = sorted(members, key=lambda m: Fraction(cap[m]) / weight[m])
+    total_w = sum(weight[m] for m in live)
+    left = amount
+    for i, m in enumerate(live):
+        fair = left * weight[m] / total_w
+        if cap[m] <= fair:
+            out[m] = Fraction(cap[m])
+            left -= cap[m]
+            total_w -= weight[m]
+        else:
+            for rest in live[i:]:
+                out[rest] = left * weight[rest] / total_w
+            return out
+    return out
+
+
+def waterfill(tree: ShareTree, top: str, amount: Fraction,
+              need: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    """Divide ``amount`` below ``top``: best priority band first, ratio within a band,
+    nobody above its need. ``need`` must hold every node's need (a parent's need is
+    what its subtree can still use). Returns what each leaf gets."""
+    got: dict[str, Fraction] = {}
+    stack = [(top, amount)]
+    while stack:
+        node, amt = stack.pop()
+        kids = tree.children.get(node, ())
+        if not kids:
+            if node != top or amt:
+                got[node] = got.get(node, Fraction(0)) + amt
+            continue
+        for band in tree.bands(node):
+            if amt <= 0:
+                break
+            hungry = [c for c in band if need.get(c, 0) > 0]
+            if not hungry:
+                continue
+            split = _weighted_fill(amt, hungry, tree.ratio, need)
+            for child in hungry:
+                share = split.get(child, Fraction(0))
+                if share:
+                    stack.append((child, share))
+                    amt -= share
+    return got
+
+
+def planned(tree: ShareTree, top: str, amount: Fraction, leaves: Sequence[str]) -> dict[str, Fraction]:
+    """Static planned shares: ``amount`` split down the tree by ratio, ignoring demand.
+
+    Only the best priority band among siblings is planned a share; worse bands get
+    theirs when the better ones cannot use it (the water-fill of leftovers)."""
+    got: dict[str, Fraction] = {}
+    stack = [(top, amount)]
+    while stack:
+        node, amt = stack.pop()
+        kids = tree.children.get(node, ())
+        if not kids:
+            if node != top:
+                got[node] = amt
+            continue
+        bands = tree.bands(node)
+        if not bands:
+            continue
+        band = bands[0]
+        total = sum(tree.ratio[c] for c in band)
+        for child in band:
+            stack.append((child, amt * tree.ratio[child] / total))
+    return {leaf: got.get(leaf, Fraction(0)) for leaf in leaves}
+
+
+def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
+                 cap: Callable[[str], float] | None = None) -> dict[str, Fraction]:
+    """Each node's need: the sum of its children's, no more than its own cap."""
+    need: dict[str, Fraction] = {}
+
+    def visit(node: str) -> Fraction:
+        kids = tree.children.get(node, ())
+        if not kids:
+            n = Fraction(leaf_need.get(node, 0))
+        else:
+            n = Fraction(0)
+            for k in kids:
+                if tree.ratio[k] > 0:
+                    n += visit(k)
+                else:
+                    visit(k)
+        if cap is not None and node != top:
+            c = cap(node)
+            if c < n:
+                n = Fraction(max(0, int(c)))
+        need[node] = n
+        return n
+
+    visit(top)
+    return need
+
+
+def round_shares(exact: Mapping[str, Fraction], index: Mapping[str, int]) -> dict[str, int]:
+    """Largest remainder: floors first, then the spare units to the largest
+    fractional parts, ties to the consumer earlier in the plan."""
+    total = floor(sum(exact.values(), Fraction(0)))
+    out = {k: floor(v) for k, v in exact.items()}
+    spare = total - sum(out.values())
+    if spare > 0:
+        order = sorted(exact, key=lambda k: (-(exact[k] - out[k]), index[k]))
+        for k in order[:spare]:
+            out[k] += 1
+    return out
+
+
+def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int],
+                parent_mode: bool, dynamic: bool,
+                cap: Callable[[str], float] | None = None) -> tuple[dict[str, int], dict[str, Fraction]]:
+    """Divide one pool of ``size`` slots among the leaves below ``top``.
+
+    Returns (whole slots per leaf, exact share per leaf). ``dynamic`` is
+    adjust_share_to_workload: off, each leaf deserves its static planned share
+    (capped by its need) and nothing more."""
+    leaves = [leaf for leaf, n in leaf_need.items() if n > 0]
+    if size <= 0 or not leaves:
+        return {}, {}
+    need = subtree_need(tree, top, leaf_need, cap)
+    total_need = need.get(top, Fraction(0))
+    if total_need <= size and dynamic:
+        exact = {leaf: need.get(leaf, Fraction(0)) for leaf in leaves}
+        exact = {k: v for k, v in exact.items() if v > 0}
+        return {k: int(v) for k, v in exact.items()}, exact
+    amount = Fraction(size)
+    if parent_mode and dynamic:
+        exact = waterfill(tree, top, amount, need)
+    else:
+        plan = planned(tree, top, amount, leaves)
+        exact = {leaf: min(plan[leaf], need.get(leaf, Fraction(0))) for leaf in leaves}
+        if dynamic:
+            left = amount - sum(exact.values(), Fraction(0))
+            if left > 0:
+                residual = {leaf: need.get(leaf, Fraction(0)) - exact[leaf] for leaf in leaves}
+                _resum(tree, top, residual, need, exact)
+                for leaf, v in waterfill(tree, top, left, residual).items():
+                    exact[leaf] = exact.get(leaf, Fraction(0)) + v
+    exact = {k: v for k, v in exact.items() if v > 0}
+    return round_shares(exact, tree.index), exact
+
+
+def _resum(tree: ShareTree, top: str, residual: dict[str, Fraction],
+           need: Mapping[str, Fraction], taken: Mapping[str, Fraction]) -> tuple[Fraction, Fraction]:
+    """Fill in parents' residual need: the sum of their children's, but no more
+    than the parent's own need less what its leaves already took."""
+    def visit(node: str) -> tuple[Fraction, Fraction]:
+        kids = tree.children.get(node, ())
+        if not kids:
+            return residual.get(node, Fraction(0)), taken.get(node, Fraction(0))
+        res = took = Fraction(0)
+        for k in kids:
+            r, t = visit(k)
+            if tree.ratio[k] > 0:
+                res += r
+                took += t
+        if node != top:
+            res = min(res, max(Fraction(0), need.get(node, Fraction(0)) - took))
+        residual[node] = res
+        return res, took
+    return visit(top)

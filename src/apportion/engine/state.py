@@ -1,0 +1,333 @@
+"""The engine's in-memory state: requests, allocations and the counters derived from them.
+
+Every allocation carries its *source*, the bucket of the plan it is counted in:
+
+- ``own``: the consumer's owned slots in that group;
+- ``pool:/A`` : the private share pool of consumer ``/A`` (``pool:/`` is the public pool);
+- ``lent:/B/x``: slots lent by leaf ``/B/x``.
+
+Counters (per leaf and group, per pool, per host) are kept up to date on every
+change so that a cycle reads them in constant time instead of recounting every
+allocation. The state has no clock and does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from apportion.engine.decisions import Removal
+from apportion.engine.model import ROOT, Consumer, HostState, Plan, Request
+from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
+
+OWN = "own"
+
+
+def pool_source(owner: str) -> str:
+    return "pool:" + owner
+
+
+def lent_source(lender: str) -> str:
+    return "lent:" + lender
+
+
+@dataclass(slots=True, eq=False)
+class PendingReclaim:
+    deadline: float
+    beneficiary: str
+    reason: str
+
+
+@dataclass(slots=True, eq=False)
+class Allocation:
+    id: int
+    request: str
+    consumer: str
+    group: str
+    host: str
+    slots: int
+    source: str
+    reclaim: PendingReclaim | None = None
+
+
+class Usage:
+    """One leaf in one group: what it holds, by source, and what is on its way to it."""
+
+    __slots__ = ("own", "pools", "borrowed", "lent", "held", "incoming", "marked")
+
+    def __init__(self) -> None:
+        self.own = 0
+        self.pools: dict[str, int] = {}  # pool owner -> slots held from that pool
+        self.borrowed: dict[str, int] = {}  # lender -> slots borrowed
+        self.lent: dict[str, int] = {}  # borrower -> slots lent (this leaf as lender)
+        self.held = 0
+        self.incoming: dict[str, int] = {}  # source -> slots being reclaimed for this leaf
+        self.marked: dict[str, int] = {}  # source -> own allocations marked for reclaim
+
+    def count(self, source: str) -> int:
+        if source == OWN:
+            return self.own
+        kind, _, who = source.partition(":")
+        return (self.pools if kind == "pool" else self.borrowed).get(who, 0)
+
+    def free_of(self, source: str) -> int:
+        """Held from ``source`` and not already marked for reclaim."""
+        return self.count(source) - self.marked.get(source, 0)
+
+    @property
+    def lent_total(self) -> int:
+        return sum(self.lent.values())
+
+    @property
+    def borrowed_total(self) -> int:
+        return sum(self.borrowed.values())
+
+    @property
+    def shared_total(self) -> int:
+        return sum(self.pools.values())
+
+    @property
+    def incoming_total(self) -> int:
+        return sum(self.incoming.values())
+
+
+class RequestState:
+    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq")
+
+    def __init__(self, spec: Request, groups: tuple[str, ...]) -> None:
+        self.spec = spec
+        self.held = 0
+        self.allocs: dict[int, Allocation] = {}
+        self.groups = groups
+        self.min = spec.min
+        self.max = spec.max
+        self.seq = spec.seq
+
+    @property
+    def unmet(self) -> int:
+        return max(0, self.max - self.held)
+
+
+class ClusterState:
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.consumers: dict[str, Consumer] = plan.consumer_map()
+        self.hosts: dict[str, HostLedger] = {
+            h.name: HostLedger(h, i) for i, h in enumerate(plan.hosts)
+        }
+        self.group_names: list[str] = [g.name for g in plan.groups]
+        self.groups: dict[str, GroupIndex] = {
+            g.name: GroupIndex(g.name, g.allocation_policy, [self.hosts[n] for n in g.hosts])
+            for g in plan.groups
+        }
+        self.requests: dict[str, RequestState] = {}
+        self.requests_of: dict[str, dict[str, RequestState]] = {}  # leaf -> its open requests, in arrival order
+        self.allocs: dict[int, Allocation] = {}
+        self.by_host: dict[str, dict[int, Allocation]] = {n: {} for n in self.hosts}
+        self.by_source: dict[tuple[str, str, str], dict[int, Allocation]] = {}
+        self.usage: dict[tuple[str, str], Usage] = {}
+        self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
+        self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
+        self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
+        self.unmet_g: dict[tuple[str, str], int] = {}  # (leaf, group) -> unmet of requests usable there
+        self.reclaiming: dict[int, Allocation] = {}  # allocations marked for reclaim
+        self.lost: list[Removal] = []  # removals seen since the last cycle (host down)
+        self._next_id = 1
+        self.ancestors: dict[str, tuple[str, ...]] = {}
+        for c in plan.consumers:
+            chain = []
+            p = c.parent
+            while p != ROOT:
+                chain.append(p)
+                p = self.consumers[p].parent
+            self.ancestors[c.path] = tuple(chain)  # nearest first, root excluded
+
+    # -- counters -----------------------------------------------------------
+    def use(self, leaf: str, group: str) -> Usage:
+        u = self.usage.get((leaf, group))
+        if u is None:
+            u = self.usage[(leaf, group)] = Usage()
+        return u
+
+    def _count(self, a: Allocation, sign: int) -> None:
+        d = sign * a.slots
+        u = self.use(a.consumer, a.group)
+        src = a.source
+        if src == OWN:
+            u.own += d
+        else:
+            kind, _, who = src.partition(":")
+            if kind == "pool":
+                u.pools[who] = u.pools.get(who, 0) + d
+                pu = self.pool_used[a.group]
+                pu[who] = pu.get(who, 0) + d
+            else:
+                u.borrowed[who] = u.borrowed.get(who, 0) + d
+                lu = self.use(who, a.group)
+                lu.lent[a.consumer] = lu.lent.get(a.consumer, 0) + d
+        u.held += d
+        key = (a.consumer, a.group, src)
+        if sign > 0:
+            self.by_source.setdefault(key, {})[a.id] = a
+        else:
+            self.by_source.get(key, {}).pop(a.id, None)
+        if a.reclaim is not None:
+            u.marked[src] = u.marked.get(src, 0) + d
+            bu = self.use(a.reclaim.beneficiary, a.group) if a.reclaim.beneficiary in self.consumers else None
+            if bu is not None:
+                bu.incoming[src] = bu.incoming.get(src, 0) + d
+
+    def _held_delta(self, a: Allocation, d: int) -> None:
+        st = self.subtree_held[a.group]
+        st[a.consumer] = st.get(a.consumer, 0) + d
+        for p in self.ancestors[a.consumer]:
+            st[p] = st.get(p, 0) + d
+        st[ROOT] = st.get(ROOT, 0) + d
+
+    def _unmet_delta(self, rs: RequestState, delta: int) -> None:
+        if not delta:
+            return
+        leaf = rs.spec.consumer
+        self.unmet[leaf] = self.unmet.get(leaf, 0) + delta
+        for g in rs.groups:
+            self.unmet_g[(leaf, g)] = self.unmet_g.get((leaf, g), 0) + delta
+
+    # -- requests -----------------------------------------------------------
+    def groups_of(self, req: Request) -> tuple[str, ...]:
+        planned = self.consumers[req.consumer].groups
+        if req.groups:
+            return tuple(g for g in req.groups if g in planned and g in self.groups)
+        return tuple(g for g in self.group_names if g in planned)
+
+    def add_request(self, req: Request) -> None:
+        if req.id in self.requests:
+            raise ValueError(f"request {req.id!r} is already open")
+        if req.consumer not in self.consumers or not self.consumers[req.consumer].is_leaf:
+            raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
+        rs = RequestState(req, self.groups_of(req))
+        self.requests[req.id] = rs
+        self.requests_of.setdefault(req.consumer, {})[req.id] = rs
+        self._unmet_delta(rs, rs.unmet)
+
+    def change_request(self, rid: str, min: int | None = None, max: int | None = None) -> None:
+        """EGO realloc: a new min or max. Lowering max below what is held gives the
+        newest allocations back at once (the client asked for fewer)."""
+        rs = self.requests[rid]
+        before = rs.unmet
+        if min is not None:
+            rs.min = min
+        if max is not None:
+            rs.max = max
+        excess = rs.held - rs.max
+        if excess > 0:
+            for a in sorted(rs.allocs.values(), key=lambda a: (a.reclaim is None, -a.id)):
+                if excess <= 0:
+                    break
+                take = min(a.slots, -(-excess // rs.spec.order) * rs.spec.order)
+                self.release(a, take)
+                excess -= take
+        self._unmet_delta(rs, rs.unmet - before)
+
+    def close_request(self, rid: str) -> None:
+        rs = self.requests[rid]
+        for a in list(rs.allocs.values()):
+            self.remove(a)
+        self._unmet_delta(rs, -rs.unmet)
+        del self.requests[rid]
+        del self.requests_of[rs.spec.consumer][rid]
+
+    # -- allocations --------------------------------------------------------
+    def add(self, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
+        a = Allocation(self._next_id, rs.spec.id, rs.spec.consumer, group, host, slots, source)
+        self._next_id += 1
+        self.allocs[a.id] = a
+        self.by_host[host][a.id] = a
+        rs.allocs[a.id] = a
+        before = rs.unmet
+        rs.held += slots
+        self._unmet_delta(rs, rs.unmet - before)
+        h = self.hosts[host]
+        change_free(h, -slots)
+        h.users[a.consumer] = h.users.get(a.consumer, 0) + slots
+        if rs.spec.exclusive:
+            h.exclusive_for = rs.spec.id
+        self._count(a, +1)
+        self._held_delta(a, slots)
+        return a
+
+    def remove(self, a: Allocation) -> None:
+        self._count(a, -1)
+        self._held_delta(a, -a.slots)
+        del self.allocs[a.id]
+        del self.by_host[a.host][a.id]
+        self.reclaiming.pop(a.id, None)
+        rs = self.requests.get(a.request)
+        if rs is not None:
+            before = rs.unmet
+            rs.allocs.pop(a.id, None)
+            rs.held -= a.slots
+            self._unmet_delta(rs, rs.unmet - before)
+        h = self.hosts[a.host]
+        h.users[a.consumer] -= a.slots
+        if not h.users[a.consumer]:
+            del h.users[a.consumer]
+        if h.exclusive_for == a.request and not any(x.request == a.request for x in self.by_host[a.host].values()):
+            h.exclusive_for = None
+        if h.state is not HostState.DOWN:
+            change_free(h, a.slots)
+        else:
+            h.free += a.slots
+
+    def release(self, a: Allocation, slots: int | None = None) -> None:
+        """Give back ``slots`` of an allocation (all of it by default)."""
+        if slots is None or slots >= a.slots:
+            self.remove(a)
+            return
+        part = self.split(a, slots)
+        self.remove(part)
+
+    def split(self, a: Allocation, slots: int) -> Allocation:
+        """Cut ``slots`` off ``a`` into an allocation of their own (same source and mark)."""
+        self._count(a, -1)
+        a.slots -= slots
+        self._count(a, +1)
+        b = Allocation(self._next_id, a.request, a.consumer, a.group, a.host, slots, a.source, a.reclaim)
+        self._next_id += 1
+        self.allocs[b.id] = b
+        self.by_host[b.host][b.id] = b
+        rs = self.requests.get(b.request)
+        if rs is not None:
+            rs.allocs[b.id] = b
+        if b.reclaim is not None:
+            self.reclaiming[b.id] = b
+        self._count(b, +1)
+        return b
+
+    def retag(self, a: Allocation, source: str) -> None:
+        self._count(a, -1)
+        a.source = source
+        self._count(a, +1)
+
+    def mark(self, a: Allocation, slots: int, mark: PendingReclaim) -> Allocation:
+        if slots < a.slots:
+            a = self.split(a, slots)
+        self._count(a, -1)
+        a.reclaim = mark
+        self._count(a, +1)
+        self.reclaiming[a.id] = a
+        return a
+
+    def of_source(self, leaf: str, group: str, source: str) -> Iterable[Allocation]:
+        return self.by_source.get((leaf, group, source), {}).values()
+
+    # -- hosts ----------------------------------------------------------------
+    def set_host_state(self, name: str, state: HostState) -> list[Removal]:
+        h = self.hosts[name]
+        lost: list[Removal] = []
+        if state is HostState.DOWN:
+            for a in list(self.by_host[name].values()):
+                lost.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "lost: host down"))
+                self.remove(a)
+        change_state(h, state)
+        self.lost.extend(lost)
+        return lost
