@@ -1,0 +1,102 @@
+"""Placement onto hosts: policies, requirements, closed and down hosts, min and order."""
+
+from __future__ import annotations
+
+from apportion.engine import AllocationPolicy, Host, HostState
+
+from .builders import Sim, make_plan
+
+
+def _hosts(s: Sim, rid: str) -> dict[str, int]:
+    return s.e.report().requests[rid]
+
+
+def test_stacked_fills_hosts_in_group_order():
+    s = Sim(make_plan({"/A": {}}, hosts=3, slots=4)).req("a", "/A", 6).settle()
+    assert _hosts(s, "a") == {"h1": 4, "h2": 2}
+
+
+def test_balanced_spreads_to_the_most_free_host():
+    plan = make_plan({"/A": {}}, hosts=3, slots=4, alloc={"RG": AllocationPolicy.BALANCED})
+    s = Sim(plan).req("a", "/A", 3, order=1).settle()
+    # one grant decision per host: balanced takes the emptiest host for each instance
+    assert sum(_hosts(s, "a").values()) == 3
+    s2 = Sim(plan)
+    for i in range(3):
+        s2.req(f"r{i}", "/A", 1)
+    s2.settle()
+    assert sorted(h for r in ("r0", "r1", "r2") for h in _hosts(s2, r)) == ["h1", "h2", "h3"]
+
+
+def test_exclusive_policy_gives_a_host_to_one_consumer():
+    plan = make_plan({"/A": {}, "/B": {}}, hosts=2, slots=4, alloc={"RG": AllocationPolicy.EXCLUSIVE})
+    s = Sim(plan).req("a", "/A", 1).req("b", "/B", 1).settle()
+    assert set(_hosts(s, "a")) != set(_hosts(s, "b"))
+
+
+def test_exclusive_request_keeps_its_hosts_to_itself():
+    s = Sim(make_plan({"/A": {}, "/B": {}}, hosts=2, slots=4))
+    s.req("x", "/A", 2, exclusive=True).settle()
+    s.req("y", "/B", 8).settle()
+    assert _hosts(s, "x") == {"h1": 2} and _hosts(s, "y") == {"h2": 4}
+
+
+def test_requirement_limits_hosts():
+    hosts = [Host("h1", 4, attributes={"type": "win"}), Host("h2", 4, attributes={"type": "linux"})]
+    s = Sim(make_plan({"/A": {}}, host_list=hosts))
+    s.req("a", "/A", 8, requirement=lambda h: h.attributes.get("type") == "linux").settle()
+    assert _hosts(s, "a") == {"h2": 4}
+
+
+def test_order_places_whole_instances_on_one_host():
+    hosts = [Host("h1", 3), Host("h2", 3), Host("h3", 4)]
+    s = Sim(make_plan({"/A": {}}, host_list=hosts)).req("a", "/A", 8, order=2).settle()
+    assert _hosts(s, "a") == {"h1": 2, "h2": 2, "h3": 4}
+
+
+def test_min_is_all_or_nothing():
+    s = Sim(make_plan({"/A": {}, "/B": {}}, hosts=2, slots=4)).req("b", "/B", 6).settle()
+    s.req("a", "/A", 8, min=4).settle()
+    # A deserves 4: the 2 idle slots are not its min, so it takes nothing until the
+    # 2 reclaimed from B (grace 0) free up; then it takes all 4 at once
+    first = [g for d in s.log for g in d.grants if g.request == "a"]
+    assert {g.slots for g in first} and sum(g.slots for g in first) == 4
+    assert s.holds("/A", "/B") == [4, 4]
+
+
+def test_min_that_cannot_be_met_takes_nothing():
+    s = Sim(make_plan({"/A": {}, "/B": {}}, hosts=2, slots=4)).req("b", "/B", 6).settle()
+    s.req("a", "/A", 10, min=9).settle()
+    assert s.holds("/A", "/B") == [0, 4]
+    assert [x for d in s.log for x in d.grants if x.request == "a"] == []
+
+
+def test_closed_host_keeps_its_work_and_takes_nothing_new():
+    s = Sim(make_plan({"/A": {}}, hosts=2, slots=4)).req("a", "/A", 2).settle()
+    s.e.set_host_state("h1", HostState.CLOSED)
+    s.e.change("a", max=6)
+    s.settle()
+    assert _hosts(s, "a") == {"h1": 2, "h2": 4}
+
+
+def test_host_down_loses_its_allocations_and_reports_them():
+    s = Sim(make_plan({"/A": {}}, hosts=2, slots=4)).req("a", "/A", 8).settle()
+    s.e.set_host_state("h1", HostState.DOWN)
+    d = s.e.cycle(0)
+    assert [(x.request, x.host, x.slots) for x in d.lost] == [("a", "h1", 4)]
+    s.settle()
+    assert _hosts(s, "a") == {"h2": 4}
+    s.e.set_host_state("h1", HostState.OK)
+    s.settle()
+    assert _hosts(s, "a") == {"h1": 4, "h2": 4}
+
+
+def test_overlapping_groups_never_give_a_slot_twice():
+    hosts = [Host("h1", 4), Host("h2", 4)]
+    plan = make_plan({"/A": {"only": ["G1"]}, "/B": {"only": ["G2"]}}, host_list=hosts,
+                     groups={"G1": ["h1", "h2"], "G2": ["h2"]})
+    s = Sim(plan).req("a", "/A", 8).req("b", "/B", 8).settle()
+    used = {}
+    for a in s.e.state.allocs.values():
+        used[a.host] = used.get(a.host, 0) + a.slots
+    assert all(used[h.name] <= h.slots for h in hosts)
