@@ -41,7 +41,7 @@ class Engine:
         self.state.add_request(request)
 
     def change(self, request_id: str, *, min: int | None = None, max: int | None = None) -> None:
-        self.state.change_request(request_id, min=min, max=max)
+        self.state.change_request(request_id, min_slots=min, max_slots=max)
 
     def release(self, request_id: str) -> None:
         """The client is done: every slot of the request goes back."""

@@ -263,6 +263,35 @@ class Cycle:
                 idle = v.owned.get(leaf, 0) - u.own - u.lent_total
                 if idle > 0:
                     self._give(rs, g, min(idle, self._headroom(leaf, g, v)), OWN)
+                    idle = v.owned.get(leaf, 0) - u.own - u.lent_total
+                    short = min(idle, self.want.get(leaf, 0), rs.unmet)
+                    if short > 0:
+                        self._free_within_max(leaf, g, v, short)
+
+    def _free_within_max(self, leaf: str, g: str, v: GroupView, short: int) -> None:
+        """Owned slots are a guarantee: when an ancestor's ``max`` is full of slots its
+        subtree took from pools or lenders, those give way to the owner."""
+        st = self.s.subtree_held[g]
+        for p in self.s.ancestors[leaf]:
+            mx = v.settings[p].max
+            if mx is None:
+                continue
+            blocked = min(short, st.get(p, 0) - (mx - short))
+            if blocked <= 0:
+                continue
+            for victim in sorted(v.leaves_under.get(p, ()), key=lambda x: -self.s.consumers[x].index):
+                vu = self.s.usage.get((victim, g))
+                if vu is None:
+                    continue
+                for src in [pool_source(o) for o in vu.pools] + [lent_source(x) for x in vu.borrowed]:
+                    n = min(blocked, vu.free_of(src))
+                    if n > 0:
+                        got = self._mark(victim, g, src, n, leaf, v.settings[victim].grace,
+                                         "owner needs its slots within the parent's max")
+                        blocked -= got
+                        self.want[leaf] -= got
+                    if blocked <= 0:
+                        return
 
     # -- 3. share pools up to the deserved share -----------------------------
     def _serve_pool(self) -> None:

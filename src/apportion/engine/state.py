@@ -209,15 +209,15 @@ class ClusterState:
         self.requests_of.setdefault(req.consumer, {})[req.id] = rs
         self._unmet_delta(rs, rs.unmet)
 
-    def change_request(self, rid: str, min: int | None = None, max: int | None = None) -> None:
+    def change_request(self, rid: str, min_slots: int | None = None, max_slots: int | None = None) -> None:
         """EGO realloc: a new min or max. Lowering max below what is held gives the
         newest allocations back at once (the client asked for fewer)."""
         rs = self.requests[rid]
         before = rs.unmet
-        if min is not None:
-            rs.min = min
-        if max is not None:
-            rs.max = max
+        if min_slots is not None:
+            rs.min = min_slots
+        if max_slots is not None:
+            rs.max = max_slots
         excess = rs.held - rs.max
         if excess > 0:
             for a in sorted(rs.allocs.values(), key=lambda a: (a.reclaim is None, -a.id)):
