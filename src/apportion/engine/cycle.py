@@ -75,6 +75,7 @@ class Cycle:
         self.views: dict[str, GroupView] = {}
         self.want: dict[str, int] = {}  # leaf -> slots it still wants this cycle
         self.granted_now: dict[str, list] = {}  # request -> allocations granted this cycle
+        self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
@@ -200,7 +201,13 @@ class Cycle:
                     if idle <= 0:
                         break
             elif idle < 0:
+                # ownership shrank under the leaf (hosts down, a better rank took it):
+                # what it holds beyond it is public-pool use from now on, subject to
+                # fairness; a borrow-only leaf (ratio 0) may not keep pool slots at all
                 self._retag(leaf, v.name, OWN, pool_source(ROOT), -idle)
+                if v.settings[leaf].share_ratio == 0:
+                    self._mark(leaf, v.name, pool_source(ROOT), -idle, ROOT, v.settings[leaf].grace,
+                               "ownership shrank")
 
     def _retag(self, leaf: str, g: str, src: str, dst: str, n: int) -> int:
         for a in sorted(self.s.of_source(leaf, g, src), key=lambda a: a.id):
@@ -386,6 +393,9 @@ class Cycle:
             take = min(a.slots, n - marked)
             deadline = self.now + grace
             a = self.s.mark(a, take, PendingReclaim(deadline, beneficiary, reason))
+            ex = self._excess_cache.get((g, src[5:])) if src.startswith("pool:") else None
+            if ex is not None and victim_leaf in ex:
+                ex[victim_leaf] -= take
             self.d.reclaims.append(Reclaim(a.request, a.consumer, g, a.host, take, deadline, beneficiary, reason))
             marked += take
         return marked
@@ -412,6 +422,7 @@ class Cycle:
         parent_mode = self.policy.share_enforcement.value == "parent"
         passes = ["static", "dynamic"] if self.policy.base_quota else ["dynamic"]
         for which in passes:
+            self._excess_cache = {}
             for leaf in self._leaves_in_order():
                 for rs, g, v in self._each_request_group(leaf):
                     if v.settings[leaf].share_ratio <= 0:
@@ -440,25 +451,30 @@ class Cycle:
             keep = max(keep, v.static_pool.get(owner, {}).get(leaf, 0))
         return keep
 
-    def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool) -> list[tuple[str, int]]:
-        src = pool_source(owner)
-        excess: dict[str, int] = {}
-        for leaf in v.leaves_under.get(owner, ()):
-            if leaf == beneficiary:
-                continue
-            u = self.s.usage.get((leaf, v.name))
-            if u is None:
-                continue
-            e = u.free_of(src) - self._protected(v, owner, leaf)
-            if e > 0:
-                excess[leaf] = e
-        if parent_mode and excess:
-            # a branch gives back only what its own leaves do not deserve
-            mine = set(self.s.ancestors[beneficiary])
-            node_excess: dict[str, int] = {}
+    def _excess(self, v: GroupView, owner: str) -> dict[str, int]:
+        """Leaves holding more of ``owner``'s pool than they may keep, computed once a
+        phase and kept current as slots are marked (see ``_mark``)."""
+        key = (v.name, owner)
+        ex = self._excess_cache.get(key)
+        if ex is None:
+            src = pool_source(owner)
+            ex = {}
             for leaf in v.leaves_under.get(owner, ()):
                 u = self.s.usage.get((leaf, v.name))
-                e = (u.free_of(src) if u else 0) - self._protected(v, owner, leaf)
+                e = (u.free_of(src) if u is not None else 0) - self._protected(v, owner, leaf)
+                if e != 0:
+                    ex[leaf] = e
+            self._excess_cache[key] = ex
+        return ex
+
+    def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool) -> list[tuple[str, int]]:
+        ex = self._excess(v, owner)
+        excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary}
+        if parent_mode and excess:
+            # a branch gives back only what its own leaves do not deserve
+            mine = set(self.s.ancestors[beneficiary]) if beneficiary in self.s.ancestors else set()
+            node_excess: dict[str, int] = {}
+            for leaf, e in ex.items():
                 for p in self.s.ancestors[leaf]:
                     node_excess[p] = node_excess.get(p, 0) + e
             for leaf in list(excess):
@@ -481,12 +497,17 @@ class Cycle:
             open_ = self._requests_of(leaf)
             if open_:
                 first_seq[leaf] = min(rs.seq for rs in open_)
+        blocked: dict[tuple[str, str], bool] = {}
         for leaf in sorted(self.want, key=lambda p: (first_seq.get(p, UNSET), self.s.consumers[p].index)):
             for rs, g, v in self._each_request_group(leaf):
                 if v.settings[leaf].share_ratio <= 0:
                     continue
                 for owner in v.pools_of[leaf]:
-                    if self._pool_has_deficit(v, owner):
+                    # surplus grants never create a deficit, so one look per pool is enough
+                    key = (g, owner)
+                    if key not in blocked:
+                        blocked[key] = self._pool_has_deficit(v, owner)
+                    if blocked[key]:
                         continue
                     idle = v.pool_size.get(owner, 0) - self.s.pool_used[v.name].get(owner, 0)
                     n = min(idle, self._headroom(leaf, g, v))
@@ -523,6 +544,7 @@ class Cycle:
     def _reclaim_overused_pools(self) -> None:
         """A pool that shrank (hosts down, ownership honoured elsewhere) takes back its
         excess from the most over-share holders."""
+        self._excess_cache = {}
         for g, v in self.views.items():
             for owner, size in v.pool_size.items():
                 src = pool_source(owner)
