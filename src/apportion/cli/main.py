@@ -29,7 +29,7 @@ def _load(file: Path):
     except PlanError as e:
         err.print(f"[bold red]{len(e.problems)} problem(s) in {file}:[/]")
         for p in e.problems:
-            err.print(str(p), markup=False, highlight=False)
+            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 

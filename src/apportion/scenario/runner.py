@@ -49,12 +49,13 @@ def apply_step(engine: Engine, step: Step) -> None:
         engine.set_host_state(name, HostState.CLOSED)
     for name in hc.up + hc.open:
         engine.set_host_state(name, HostState.OK)
-    for rid in step.release:
-        engine.release(rid)
-    for rid, ch in step.change.items():
-        engine.change(rid, min=ch.min, max=ch.max)
+    # new requests first, so that a step may change or release what it submits
     for req in step.requests:
         engine.submit(req)
+    for rid, ch in step.change.items():
+        engine.change(rid, min=ch.min, max=ch.max)
+    for rid in step.release:
+        engine.release(rid)
 
 
 def snapshot(engine: Engine, at: float, decided: list[Decisions]) -> dict[str, Any]:

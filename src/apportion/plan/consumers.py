@@ -1,0 +1,290 @@
+"""The consumer tree: paths, parents, planned groups, inherited settings and their checks.
+
+Settings are written once per consumer and overridden per group, because
+most consumers have the same plan in every group; the engine, though, wants
+one complete ``GroupSettings`` per (consumer, group), so the merge happens
+here, and every check runs on merged values while still pointing at the line
+where the offending value was written.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from apportion.engine.model import ROOT, Consumer, GroupSettings
+from apportion.plan.context import MAX_DEPTH, NAME_PATTERN, ConsumerInfo, Context
+from apportion.plan.errors import KeyPath
+from apportion.plan.schema import LENDING_FIELDS, SETTING_FIELDS, Checked, ConsumerIn, SettingsIn
+
+_NAME = re.compile(NAME_PATTERN + r"\Z")
+_DEFAULTS = GroupSettings()
+
+
+def _listing(paths: list[str], limit: int = 4) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` is not a valid consumer path, or None when it is."""
+    if not path.startswith("/"):
+        return f"{path!r} must be a slash path from the root, like /LOB1/app1"
+    if path == ROOT:
+        return "'/' is the root, which is implicit; name a consumer below it"
+    for name in path[1:].split("/"):
+        if not name:
+            return f"{path!r} has an empty name (a doubled or trailing '/')"
+        if not _NAME.match(name):
+            return (
+                f"{name!r} is not a valid consumer name: start with a letter, then use letters, "
+                "digits, '_' or '-' (at most 128 characters)"
+            )
+    return None
+
+
+def _read_paths(ctx: Context, items: list[Checked[ConsumerIn]]) -> dict[str, int]:
+    """Register every readable path; keep the valid, first-seen ones in ``ctx.consumers``."""
+    first_index: dict[str, int] = {}
+    for index, item in enumerate(items):
+        raw_path = item.raw.get("path") if isinstance(item.raw, dict) else None
+        path = item.model.path if item.model else raw_path
+        if not isinstance(path, str):
+            ctx.consumers_complete = False
+            continue
+        ctx.consumer_paths.add(path)
+        where: KeyPath = ("consumers", index, "path")
+        reason = path_problem(path)
+        if reason is not None:
+            ctx.add(where, reason)
+            first_index.setdefault(path, index)
+            continue
+        if path in first_index:
+            ctx.add(where, f"consumer {path} already defined at consumers[{first_index[path]}]")
+            continue
+        first_index[path] = index
+        depth = path.count("/")
+        if depth > MAX_DEPTH:
+            ctx.add(
+                where, f"{path} is {depth} levels deep; at most {MAX_DEPTH} levels below the root are allowed"
+            )
+        if item.model is not None:
+            ctx.consumers[path] = ConsumerInfo(index, path, item)
+    return first_index
+
+
+def _link_tree(ctx: Context, first_index: dict[str, int]) -> None:
+    for info in ctx.consumers.values():
+        parent = info.path.rsplit("/", 1)[0] or ROOT
+        info.parent = parent
+        if parent == ROOT:
+            continue
+        where = info.where + ("path",)
+        parent_index = first_index.get(parent)
+        if parent_index is not None and parent_index > info.index:
+            ctx.add(
+                where,
+                f"parent {parent} is listed after its child (at consumers[{parent_index}]); list parents first",
+            )
+        elif parent in ctx.consumers:
+            ctx.consumers[parent].children.append(info.path)
+        elif parent not in ctx.consumer_paths and ctx.consumers_complete:
+            ctx.add(where, f"parent {parent} is not in the plan; add it before {info.path}")
+
+
+def _linked_parent(ctx: Context, info: ConsumerInfo) -> ConsumerInfo | None:
+    parent = ctx.consumers.get(info.parent)
+    return parent if parent is not None and info.path in parent.children else None
+
+
+def _plan_groups(ctx: Context) -> None:
+    """The groups each consumer is planned in: listed, or inherited from its parent."""
+    for info in ctx.consumers.values():  # plan order: a parent is done before its children
+        model = info.model
+        assert model is not None
+        parent = _linked_parent(ctx, info)
+        inherited = parent.groups if parent is not None else list(ctx.group_names)
+        if model.resource_groups is None:
+            info.groups = list(inherited)
+        else:
+            listed: list[str] = []
+            for j, group in enumerate(model.resource_groups):
+                where = info.where + ("resource_groups", j)
+                if group in listed:
+                    ctx.add(where, f"resource group {group} listed twice")
+                elif group not in ctx.group_names:
+                    if ctx.groups_complete:
+                        ctx.add(where, f"unknown resource group {group}")
+                elif parent is not None and group not in parent.groups:
+                    ctx.add(
+                        where,
+                        f"{info.path} cannot be planned in {group}: its parent {parent.path} is not "
+                        f"(the parent's groups: {_listing(parent.groups) or 'none'})",
+                    )
+                else:
+                    listed.append(group)
+            info.groups = [g for g in ctx.group_names if g in listed]
+        for group in model.groups:
+            where = info.where + ("groups", group)
+            if group not in ctx.group_names:
+                if ctx.groups_complete:
+                    ctx.add(where, f"unknown resource group {group}")
+            elif group not in info.groups:
+                why = (
+                    "add it to resource_groups"
+                    if model.resource_groups is not None
+                    else f"its parent {info.parent} is not planned there"
+                )
+                ctx.add(
+                    where,
+                    f"{info.path} is not planned in {group} "
+                    f"(its groups: {_listing(info.groups) or 'none'}); {why}",
+                )
+
+
+def _merge_settings(ctx: Context) -> None:
+    """Per group: the per-group value if written, else the consumer-wide one, else the default."""
+    for info in ctx.consumers.values():
+        model = info.model
+        assert model is not None
+        for group in info.groups:
+            override: SettingsIn | None = model.groups.get(group)
+            values: dict[str, Any] = {}
+            sources: dict[str, KeyPath] = {}
+            for name in SETTING_FIELDS:
+                if override is not None and name in override.model_fields_set:
+                    values[name] = getattr(override, name)
+                    sources[name] = info.where + ("groups", group, name)
+                elif name in model.model_fields_set:
+                    values[name] = getattr(model, name)
+                    sources[name] = info.where + (name,)
+                else:
+                    values[name] = getattr(_DEFAULTS, name)
+                    sources[name] = info.where + (name,)
+            values["borrow_preference"] = tuple(values["borrow_preference"])
+            values["grace"] = float(values["grace"])
+            info.settings[group] = values
+            info.sources[group] = sources
+
+
+def _written_settings(info: ConsumerInfo) -> list[tuple[KeyPath, SettingsIn]]:
+    """The consumer-wide block and each per-group block, with where each sits."""
+    model = info.model
+    assert model is not None
+    blocks: list[tuple[KeyPath, SettingsIn]] = [(info.where, model)]
+    blocks.extend((info.where + ("groups", g), s) for g, s in model.groups.items())
+    return blocks
+
+
+def _check_leaf_only(ctx: Context) -> None:
+    for info in ctx.consumers.values():
+        if not info.children:
+            continue
+        for where, block in _written_settings(info):
+            for name in LENDING_FIELDS:
+                if name in block.model_fields_set:
+                    ctx.add(
+                        where + (name,),
+                        f"{name} applies to leaf consumers only, and {info.path} has children "
+                        f"({_listing(info.children)})",
+                    )
+
+
+def _check_limits(ctx: Context) -> None:
+    for info in ctx.consumers.values():
+        for group in info.groups:
+            values, sources = info.settings[group], info.sources[group]
+            owned = values["owned"]
+            if not info.known(group, "owned"):
+                continue
+            if (
+                values["lend_limit"] is not None
+                and values["lend_limit"] > owned
+                and info.known(group, "lend_limit")
+            ):
+                ctx.add(
+                    sources["lend_limit"],
+                    f"lend_limit {values['lend_limit']} is above what {info.path} owns in {group} ({owned})",
+                )
+            if values["max"] is not None and values["max"] < owned and info.known(group, "max"):
+                ctx.add(
+                    sources["max"], f"max {values['max']} is below what {info.path} owns in {group} ({owned})"
+                )
+
+
+def _check_named_consumers(ctx: Context) -> None:
+    """lend_to and borrow_preference must name consumers that exist (and not the consumer itself)."""
+    for info in ctx.consumers.values():
+        for where, block in _written_settings(info):
+            for name in ("lend_to", "borrow_preference"):
+                if name not in block.model_fields_set:
+                    continue
+                value = getattr(block, name)
+                if value is None:
+                    continue
+                if name == "lend_to" and not value:
+                    ctx.add(where + (name,), "an empty list lends to nobody; use lend: false instead")
+                    continue
+                if name == "lend_to" and tuple(value) == ("siblings",):
+                    continue
+                seen: set[str] = set()
+                for j, target in enumerate(value):
+                    at = where + (name, j)
+                    if target == "siblings":
+                        ctx.add(at, "'siblings' must be given alone: lend_to: siblings")
+                    elif target in seen:
+                        ctx.add(at, f"{target} named twice")
+                    elif target == info.path:
+                        ctx.add(at, f"{target} is this consumer itself")
+                    elif target not in ctx.consumer_paths:
+                        if ctx.consumers_complete:
+                            ctx.add(at, f"unknown consumer {target}")
+                    seen.add(target)
+
+
+def _check_ownership(ctx: Context) -> None:
+    """A parent must own, in each group, at least what its children own together.
+
+    Children whose ``owned`` could not be read are left out: the sum of the
+    others is then a lower bound, so a shortfall it shows is still real.
+    """
+    for info in ctx.consumers.values():
+        if not info.children:
+            continue
+        for group in info.groups:
+            if not info.known(group, "owned"):
+                continue
+            planned = [ctx.consumers[c] for c in info.children if group in ctx.consumers[c].groups]
+            kids = [k for k in planned if k.known(group, "owned")]
+            total = sum(k.settings[group]["owned"] for k in kids)
+            owned = info.settings[group]["owned"]
+            if total > owned:
+                parts = [f"{k.path} {k.settings[group]['owned']}" for k in kids if k.settings[group]["owned"]]
+                bound = "" if len(kids) == len(planned) else "at least "
+                ctx.add(
+                    info.sources[group]["owned"],
+                    f"{info.path} owns {owned} in {group}, less than its children own together "
+                    f"({bound}{total}: {_listing(parts)})",
+                )
+
+
+def compile_consumers(ctx: Context, items: list[Checked[ConsumerIn]]) -> None:
+    """Check the consumer section and leave the compiled tree in ``ctx.compiled_consumers``."""
+    first_index = _read_paths(ctx, items)
+    _link_tree(ctx, first_index)
+    _plan_groups(ctx)
+    _merge_settings(ctx)
+    _check_leaf_only(ctx)
+    _check_limits(ctx)
+    _check_named_consumers(ctx)
+    _check_ownership(ctx)
+    ctx.compiled_consumers = tuple(
+        Consumer(
+            path=info.path,
+            parent=info.parent,
+            children=tuple(info.children),
+            index=info.index,
+            groups={g: GroupSettings(**info.settings[g]) for g in info.groups},
+        )
+        for info in ctx.consumers.values()
+    )

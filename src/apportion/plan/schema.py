@@ -1,0 +1,319 @@
+"""The shape of plan and scenario files, as strict pydantic models.
+
+These models describe the raw file, not the engine's objects: every field is
+optional where the file may leave it out, and ``model_fields_set`` tells what
+the user actually wrote, which is what consumer-wide -> per-group inheritance
+needs. Validation is strict (no "3" for 3, no 1.5 or true for an integer)
+because a plan that silently rounds or coerces hides mistakes. Defaults are
+taken from the engine's own dataclasses so the two never drift apart.
+
+Items are validated one at a time (see ``validate_item``) so that one broken
+host or consumer does not hide the problems of the others.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
+
+from apportion.engine.model import GroupSettings, Policy
+from apportion.plan.errors import KeyPath
+
+_GS = GroupSettings()
+_POLICY = Policy()
+
+NonNegInt = Annotated[int, Field(ge=0)]
+PosInt = Annotated[int, Field(ge=1)]
+NonNegNumber = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+def _attr_value(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool):
+        return value
+    raise PydanticCustomError(
+        "plan", "must be a string, number or true/false (got {kind})", {"kind": kind_of(value)}
+    )
+
+
+def _lend_to(value: Any) -> Any:
+    if value == "siblings":
+        return ("siblings",)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise PydanticCustomError(
+        "plan", "must be 'siblings' or a list of consumer paths (got {got})", {"got": show(value)}
+    )
+
+
+def _name_or_names(value: Any) -> Any:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise PydanticCustomError(
+        "plan", "must be a group name or a list of group names (got {got})", {"got": show(value)}
+    )
+
+
+def _request_id(value: Any) -> Any:
+    """Request ids are strings; plain integers (``id: 1`` in YAML) are accepted and made strings."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise PydanticCustomError(
+        "plan", "must be a non-empty string or an integer (got {got})", {"got": show(value)}
+    )
+
+
+AttrValueIn = Annotated[Any, AfterValidator(_attr_value)]
+LendTo = Annotated[Any, AfterValidator(_lend_to)]
+GroupNames = Annotated[Any, AfterValidator(_name_or_names)]
+RequestId = Annotated[Any, AfterValidator(_request_id)]
+Name = Annotated[str, Field(min_length=1)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class HostIn(_Model):
+    name: Name
+    slots: NonNegInt = 1
+    memory: NonNegNumber = 0.0
+    attributes: dict[str, AttrValueIn] = {}
+    state: Literal["ok", "closed", "down", "unavailable"] = "ok"
+
+
+class ResourceGroupIn(_Model):
+    name: Name
+    hosts: list[str] | None = None
+    select: str | None = None
+    order: str | None = None
+    allocation_policy: Literal["stacked", "balanced", "exclusive", "best_fit"] = "stacked"
+
+
+class PolicyIn(_Model):
+    share_enforcement: Literal["leaf", "parent"] = _POLICY.share_enforcement.value  # type: ignore[assignment]
+    adjust_share_to_workload: bool = _POLICY.adjust_share_to_workload
+    base_quota: bool = _POLICY.base_quota
+    reclaim_before_borrow: bool = _POLICY.reclaim_before_borrow
+    share_pool_reclaim: bool = _POLICY.share_pool_reclaim
+    reclaim_for_preference: bool = _POLICY.reclaim_for_preference
+
+
+class SettingsIn(_Model):
+    """A consumer's plan settings, consumer-wide or for one group. Unset fields inherit."""
+
+    owned: NonNegInt = _GS.owned
+    share_ratio: NonNegInt = _GS.share_ratio
+    priority: NonNegInt | None = _GS.priority
+    rank: PosInt | None = _GS.rank
+    max: NonNegInt | None = _GS.max
+    lend: bool = _GS.lend
+    lend_limit: NonNegInt | None = _GS.lend_limit
+    borrow: bool = _GS.borrow
+    borrow_limit: NonNegInt | None = _GS.borrow_limit
+    borrow_preference: list[str] = list(_GS.borrow_preference)
+    lend_to: LendTo | None = _GS.lend_to
+    grace: NonNegNumber = _GS.grace
+
+
+SETTING_FIELDS: tuple[str, ...] = tuple(SettingsIn.model_fields)
+LENDING_FIELDS: tuple[str, ...] = (
+    "lend", "lend_limit", "lend_to", "borrow", "borrow_limit", "borrow_preference",
+)
+
+
+class ConsumerIn(SettingsIn):
+    path: str
+    resource_groups: list[str] | None = None
+    groups: dict[str, SettingsIn] = {}
+
+
+class RequestIn(_Model):
+    id: RequestId
+    consumer: str
+    group: GroupNames | None = None
+    min: NonNegInt = 0
+    max: PosInt
+    order: PosInt = 1
+    exclusive: bool = False
+    requirement: str | None = None
+
+
+class ChangeIn(_Model):
+    min: NonNegInt | None = None
+    max: PosInt | None = None
+
+
+class HostChangesIn(_Model):
+    down: list[str] = []
+    up: list[str] = []
+    close: list[str] = []
+    open: list[str] = []
+
+
+class StepIn(_Model):
+    at: NonNegNumber | None = None  # required; optional here so a step with a bad `at` is still checked
+    requests: list[Any] = []  # validated one by one
+    change: dict[Any, Any] = {}  # keys are request ids, validated one by one
+    release: list[RequestId] = []
+    hosts: HostChangesIn = HostChangesIn()
+
+
+class PlanFileIn(_Model):
+    """The top level of a plan. Sections are checked item by item afterwards."""
+
+    hosts: list[Any] = []
+    resource_groups: list[Any] = []
+    policy: Any = None
+    consumers: list[Any] = []
+    timeline: Any = None  # a plan ignores it; a scenario checks it as list[Any]
+
+
+_ALL_MODELS: tuple[type[BaseModel], ...] = (
+    HostIn, ResourceGroupIn, PolicyIn, ConsumerIn, RequestIn, ChangeIn, HostChangesIn, StepIn, PlanFileIn,
+)
+KNOWN_FIELDS: frozenset[str] = frozenset(name for m in _ALL_MODELS for name in m.model_fields)
+
+
+# --- error text --------------------------------------------------------------
+
+
+def kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return type(value).__name__
+
+
+def show(value: Any) -> str:
+    """A value as the user wrote it (true, null, 'text', 1.5), or its kind when it is big."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 60 else repr(value[:57] + "...")
+    if isinstance(value, int | float):
+        return repr(value)
+    return kind_of(value)
+
+
+_TYPE_WORDS = {
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping",
+    "model_type": "must be a mapping",
+    "finite_number": "must be a finite number",
+}
+
+
+def reason_for(error: Any) -> str:
+    """Turn one pydantic error into a sentence a plan author can act on."""
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        key = str(error["loc"][-1]) if error["loc"] else ""
+        close = difflib.get_close_matches(key, sorted(KNOWN_FIELDS), n=1, cutoff=0.75)
+        return "unknown field" + (f"; did you mean {close[0]!r}?" if close else "")
+    if kind == "missing":
+        return "is required"
+    if kind == "plan":
+        return str(error["msg"])
+    if kind in _TYPE_WORDS:
+        return f"{_TYPE_WORDS[kind]} (got {show(value)})"
+    if kind == "greater_than_equal":
+        return f"must be at least {error['ctx']['ge']} (got {show(value)})"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "literal_error":
+        return f"must be one of {error['ctx']['expected']} (got {show(value)})"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if message.startswith("Input should be "):
+        message = "must be " + message.removeprefix("Input should be ")
+    return f"{message} (got {show(value)})"
+
+
+# --- item validation ---------------------------------------------------------
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class Checked(Generic[M]):
+    """One validated item: the model (None when beyond repair) and what was wrong with it.
+
+    ``errors`` are (path inside the item, reason). A field with an error was
+    dropped, so its default stands in for it; semantic checks that compare
+    values ask ``intact`` first rather than report problems caused by a
+    stand-in.
+    """
+
+    def __init__(self, model: M | None, errors: list[tuple[KeyPath, str]], raw: Any) -> None:
+        self.model = model
+        self.errors = errors
+        self.raw = raw
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.errors)
+
+    def intact(self, *paths: KeyPath) -> bool:
+        """True when no problem touched any of ``paths`` (or a mapping that holds one of them)."""
+        for loc, _ in self.errors:
+            for path in paths:
+                if loc[: len(path)] == path or path[: len(loc)] == loc:
+                    return False
+        return True
+
+
+def _drop(raw: Any, loc: tuple[Any, ...]) -> bool:
+    """Remove the innermost mapping entry on ``loc`` from ``raw``; False when there is none."""
+    container, key = None, None
+    node = raw
+    for part in loc:
+        if not isinstance(node, dict) or part not in node:
+            break
+        container, key = node, part
+        node = node[part]
+    if container is None:
+        return False
+    del container[key]
+    return True
+
+
+def validate_item(model: type[M], raw: Any) -> Checked[M]:
+    """Validate ``raw`` against ``model``; salvage it by dropping bad fields so checks can go on."""
+    try:
+        return Checked(model.model_validate(raw), [], raw)
+    except ValidationError as exc:
+        errors = [(tuple(e["loc"]), reason_for(e)) for e in exc.errors()]
+    salvaged = copy.deepcopy(raw)
+    for _ in range(5):
+        if not isinstance(salvaged, dict):
+            return Checked(None, errors, raw)
+        try:
+            return Checked(model.model_validate(salvaged), errors, raw)
+        except ValidationError as exc:
+            if not all(_drop(salvaged, tuple(e["loc"])) for e in exc.errors()):
+                return Checked(None, errors, raw)
+    return Checked(None, errors, raw)
