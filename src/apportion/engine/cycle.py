@@ -6,7 +6,7 @@ order in which a leaf with unmet demand is served (POLICY-NOTES section 4):
 
 0. removals: reclaims whose grace has run out are taken by force;
 1. per group: capacity, ownership honoured in rank order, pools, demand, deserved;
-2. own idle owned slots;
+2. own idle owned slots (an owner blocked by an ancestor's max reclaims within it);
 3. share-pool slots up to the deserved share, nearest pool first
    (base_quota: static quota in every group first, then the dynamic quota);
 4. borrowing of lent slots (rank order of borrowers, first come first served);
@@ -15,55 +15,51 @@ order in which a leaf with unmet demand is served (POLICY-NOTES section 4):
 6. share-pool reclaim for fairness, the most over-share first (share_pool_reclaim);
 7. surplus: idle pool slots beyond deserved, first come first served;
 8. a request that did not reach its ``min`` gives this cycle's grants back.
+
+Each phase first asks, per leaf and group, whether there is anything to be had at
+all, and only then walks the leaf's requests: most leaves, most cycles, get
+nothing, and finding that out must cost next to nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from fractions import Fraction
-
+from collections.abc import Callable, Iterator
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
+from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
 from apportion.engine.placement import choose_hosts
-from apportion.engine.shares import ShareTree, divide_pool, planned, round_shares
+from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
     OWN,
     ClusterState,
     PendingReclaim,
     RequestState,
-    Usage,
     lent_source,
     pool_source,
 )
 
-UNSET = 1 << 30
-
-
-def rank_key(s: GroupSettings, index: int) -> tuple[int, int]:
-    """Best rank first; unset after every set rank; ties to the earlier consumer."""
-    return (s.rank if s.rank is not None else UNSET, index)
+__all__ = ["Cycle", "GroupView", "rank_key"]
 
 
 class GroupView:
-    """Everything a cycle computes about one group before it grants anything."""
+    """One group in one cycle: the plan-static part plus what depends on the moment."""
 
-    __slots__ = ("name", "settings", "capacity", "owned", "pool_size", "tree", "leaves_under",
-                 "demand", "deserved_pool", "deserved", "static_pool", "pools_of", "lenders")
+    __slots__ = ("gp", "name", "settings", "capacity", "owned", "pool_size", "demand",
+                 "deserved_pool", "deserved", "static_pool", "pools_of", "leaves_under")
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.settings: dict[str, GroupSettings] = {}
+    def __init__(self, gp: GroupPlan) -> None:
+        self.gp = gp
+        self.name = gp.name
+        self.settings: dict[str, GroupSettings] = gp.settings
+        self.pools_of = gp.pools_of
+        self.leaves_under = gp.leaves_under
         self.capacity = 0
         self.owned: dict[str, int] = {}  # effective ownership (overallocation honoured in rank order)
         self.pool_size: dict[str, int] = {}  # pool owner (ROOT = public) -> unowned slots
-        self.tree: ShareTree | None = None
-        self.leaves_under: dict[str, list[str]] = {}
         self.demand: dict[str, int] = {}
         self.deserved_pool: dict[str, dict[str, int]] = {}  # pool owner -> leaf -> slots
         self.deserved: dict[str, int] = {}
         self.static_pool: dict[str, dict[str, int]] = {}
-        self.pools_of: dict[str, tuple[str, ...]] = {}  # leaf -> pool owners, nearest first
-        self.lenders: list[str] = []
 
 
 class Cycle:
@@ -76,17 +72,23 @@ class Cycle:
         self.want: dict[str, int] = {}  # leaf -> slots it still wants this cycle
         self.granted_now: dict[str, list] = {}  # request -> allocations granted this cycle
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
+        self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
         s = self.s
         self.d.lost, s.lost = s.lost, []
         self._expire()
+        self._cancel_unneeded()
         for g in s.group_names:
             self.views[g] = self._view(g)
         for leaf, n in s.unmet.items():
             if n > 0:
-                inc = sum(s.use(leaf, g).incoming_total for g in s.group_names if (leaf, g) in s.usage)
+                inc = 0
+                for g in s.group_names:
+                    u = s.usage.get((leaf, g))
+                    if u is not None and u.incoming:
+                        inc += u.incoming_total
                 if n - inc > 0:
                     self.want[leaf] = n - inc
         if self.want:
@@ -114,82 +116,101 @@ class Cycle:
                                            "reclaimed: " + a.reclaim.reason))
             self.s.remove(a)
 
+    def _cancel_unneeded(self) -> None:
+        """A beneficiary that no longer wants what is being reclaimed for it (it was
+        released, or it lowered its max) lets the holder keep the slots."""
+        s = self.s
+        by_leaf: dict[str, list] = {}
+        for a in s.reclaiming.values():
+            by_leaf.setdefault(a.reclaim.beneficiary, []).append(a)
+        for leaf, marked in by_leaf.items():
+            if leaf not in s.consumers:
+                continue  # for a pool that shrank ("pool:/P"): kept until the pool fits again
+            extra = sum(a.slots for a in marked) - s.unmet.get(leaf, 0)
+            for a in sorted(marked, key=lambda a: (-a.reclaim.deadline, -a.id)):
+                if extra <= 0:
+                    break
+                if a.slots > extra:
+                    a = s.split(a, extra)
+                extra -= a.slots
+                s.unmark(a)
+                self.d.cancelled.append(Reclaim(a.request, a.consumer, a.group, a.host, a.slots,
+                                                self.now, leaf, "no longer needed"))
+
     # -- 1. the group view -------------------------------------------------
     def _view(self, g: str) -> GroupView:
         s = self.s
-        v = GroupView(g)
-        cons = [c for c in s.plan.consumers if g in c.groups]
-        v.settings = {c.path: c.groups[g] for c in cons}
+        gp = s.group_plan(g)
+        v = GroupView(gp)
         v.capacity = s.groups[g].capacity()
-        children: dict[str, list[str]] = {ROOT: []}
-        for c in cons:
-            children.setdefault(c.parent, []).append(c.path)
         # ownership honoured in rank order, top level first, then each parent's share
-        order = [ROOT] + [c.path for c in cons if c.children]
         budget = {ROOT: v.capacity}
-        for node in order:
-            kids = sorted(children.get(node, ()), key=lambda p: rank_key(v.settings[p], s.consumers[p].index))
+        for node in gp.parents:
             left = budget.get(node, 0)
-            for k in kids:
-                take = min(v.settings[k].owned, left)
+            for k in gp.children.get(node, ()):
+                take = min(gp.settings[k].owned, left)
                 v.owned[k] = budget[k] = take
                 left -= take
             v.pool_size[node] = left
-        ratio = {p: v.settings[p].share_ratio for p in v.settings}
-        ratio[ROOT] = 1
-        prio = {p: v.settings[p].priority for p in v.settings}
-        prio[ROOT] = None
-        index = {p: s.consumers[p].index for p in v.settings}
-        index[ROOT] = -1
-        v.tree = ShareTree(children, ratio, prio, index)
-        leaves = [c.path for c in cons if c.is_leaf]
-        for leaf in leaves:
-            chain = tuple(p for p in s.ancestors[leaf] if p in v.settings) + (ROOT,)
-            v.pools_of[leaf] = chain
-            for p in chain:
-                v.leaves_under.setdefault(p, []).append(leaf)
-        self._normalise(v, leaves)
+        self._normalise(v)
         # demand: what each leaf holds here plus what its requests usable here still want
-        for leaf in leaves:
+        unmet_g = s.unmet_g
+        remaining: dict[str, int] = {}
+        for leaf in gp.leaves:
             u = s.usage.get((leaf, g))
-            held = u.held if u else 0
-            dem = held + s.unmet_g.get((leaf, g), 0)
-            mx = v.settings[leaf].max
-            v.demand[leaf] = dem if mx is None else min(dem, mx)
+            dem = (u.held if u else 0) + unmet_g.get((leaf, g), 0)
+            st = gp.settings[leaf]
+            if st.max is not None and st.max < dem:
+                dem = st.max
+            v.demand[leaf] = dem
+            own = min(dem, v.owned.get(leaf, 0))
+            v.deserved[leaf] = own
+            if st.share_ratio > 0 and dem > own:
+                remaining[leaf] = dem - own
         # deserved: owned (as far as demanded) plus each pool's share, nearest pool first
-        remaining = {}
-        for leaf in leaves:
-            v.deserved[leaf] = min(v.demand[leaf], v.owned.get(leaf, 0))
-            remaining[leaf] = (v.demand[leaf] - v.deserved[leaf]) if ratio[leaf] > 0 else 0
         parent_mode = self.policy.share_enforcement.value == "parent"
         dynamic = self.policy.adjust_share_to_workload
-        for owner in sorted(v.pool_size, key=lambda p: -(p.count("/") if p != ROOT else 0)):
-            size = v.pool_size[owner]
-            under = v.leaves_under.get(owner, [])
+        for owner in gp.pool_order:
+            size = v.pool_size.get(owner, 0)
+            under = gp.leaves_under.get(owner)
             if size <= 0 or not under:
                 continue
-            need = {leaf: remaining[leaf] for leaf in under if remaining[leaf] > 0}
             if self.policy.base_quota:
-                plan = planned(v.tree, owner, Fraction(size), under)
-                v.static_pool[owner] = round_shares(plan, index)
+                v.static_pool[owner] = self.s.memo(("static", g, owner, size), lambda: round_shares(
+                    planned(gp.tree, owner, size, under), gp.index))
+            need = {leaf: remaining[leaf] for leaf in under if remaining.get(leaf, 0) > 0}
             if not need:
                 continue
-            got, _ = divide_pool(v.tree, owner, size, need, parent_mode, dynamic)
+            caps = self._parent_caps(v, owner)
+            key = ("pool", g, owner, size, parent_mode, dynamic, tuple(need.items()),
+                   tuple(sorted(caps.items())) if caps else None)
+            got = self.s.memo(key, lambda: divide_pool(gp.tree, owner, size, need, parent_mode, dynamic,
+                                                       caps.get if caps else None)[0])
             v.deserved_pool[owner] = got
             for leaf, n in got.items():
                 remaining[leaf] -= n
                 v.deserved[leaf] += n
-        v.lenders = [c.path for c in cons if c.is_leaf and v.settings[c.path].lend and v.owned.get(c.path, 0) > 0]
         return v
 
-    def _normalise(self, v: GroupView, leaves: Iterable[str]) -> None:
+    def _parent_caps(self, v: GroupView, owner: str) -> dict[str, int]:
+        """A parent's ``max`` limits what its subtree may still deserve from this pool:
+        its max less what its leaves already deserve (owned and nearer pools)."""
+        caps = {}
+        for p in v.gp.capped_parents:
+            below_owner = owner == ROOT or owner in v.gp.ancestors[p]
+            if below_owner and p in v.gp.leaves_under:
+                have = sum(v.deserved[leaf] for leaf in v.gp.leaves_under[p])
+                caps[p] = max(0, v.settings[p].max - have)
+        return caps
+
+    def _normalise(self, v: GroupView) -> None:
         """Keep the books right: a leaf with idle owned slots counts borrowed and pool
         slots it holds as its own (the lender gets its slot back); a leaf whose
         ownership shrank counts the excess as public-pool slots."""
         s = self.s
-        for leaf in leaves:
+        for leaf in v.gp.leaves:
             u = s.usage.get((leaf, v.name))
-            if u is None or u.held == 0:
+            if u is None or (u.held == 0 and not u.lent):
                 continue
             owned = v.owned.get(leaf, 0)
             idle = owned - u.own - u.lent_total
@@ -200,17 +221,18 @@ class Cycle:
                     idle = self._retag(leaf, v.name, src, OWN, idle)
                     if idle <= 0:
                         break
-            elif idle < 0:
+            elif idle < 0 and u.own > 0:
                 # ownership shrank under the leaf (hosts down, a better rank took it):
                 # what it holds beyond it is public-pool use from now on, subject to
                 # fairness; a borrow-only leaf (ratio 0) may not keep pool slots at all
-                self._retag(leaf, v.name, OWN, pool_source(ROOT), -idle)
+                n = min(-idle, u.own)
+                self._retag(leaf, v.name, OWN, pool_source(ROOT), n, newest_first=True)
                 if v.settings[leaf].share_ratio == 0:
-                    self._mark(leaf, v.name, pool_source(ROOT), -idle, ROOT, v.settings[leaf].grace,
+                    self._mark(leaf, v.name, pool_source(ROOT), n, pool_source(ROOT), v.settings[leaf].grace,
                                "ownership shrank")
 
-    def _retag(self, leaf: str, g: str, src: str, dst: str, n: int) -> int:
-        for a in sorted(self.s.of_source(leaf, g, src), key=lambda a: a.id):
+    def _retag(self, leaf: str, g: str, src: str, dst: str, n: int, newest_first: bool = False) -> int:
+        for a in sorted(self.s.of_source(leaf, g, src), key=lambda a: -a.id if newest_first else a.id):
             if n <= 0:
                 break
             if a.reclaim is not None:
@@ -224,17 +246,14 @@ class Cycle:
     # -- helpers -------------------------------------------------------------
     def _leaves_in_order(self) -> list[str]:
         idx = self.s.consumers
-        return sorted(self.want, key=lambda p: idx[p].index)
-
-    def _requests_of(self, leaf: str) -> list[RequestState]:
-        return [rs for rs in self.s.requests_of.get(leaf, {}).values() if rs.unmet > 0]
+        return sorted((x for x, n in self.want.items() if n > 0), key=lambda p: idx[p].index)
 
     def _headroom(self, leaf: str, g: str, v: GroupView) -> int:
         room = self.want.get(leaf, 0)
-        st = self.s.subtree_held[g]
-        for p in (leaf,) + self.s.ancestors[leaf]:
-            mx = v.settings[p].max
-            if mx is not None:
+        chain = v.gp.max_chain[leaf]
+        if chain:
+            st = self.s.subtree_held[g]
+            for p, mx in chain:
                 room = min(room, mx - st.get(p, 0))
         return room
 
@@ -252,36 +271,60 @@ class Cycle:
             placed += slots
         if placed:
             self.want[req.consumer] -= placed
+        if placed < inst * req.order:
+            # the group had the slots on its books but no host this request may use:
+            # the leaf must not hold up the surplus for others (see _pool_has_deficit)
+            self.stuck.add((req.consumer, g))
         return placed
 
-    def _each_request_group(self, leaf: str):
-        for rs in self._requests_of(leaf):
-            for g in rs.groups:
+    def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
+               serve: Callable[[str, RequestState, str, GroupView], None]) -> None:
+        """For each leaf: the groups where ``room`` says there is something to be had;
+        then its open requests in arrival order, each request's groups in its order."""
+        s = self.s
+        for leaf in leaves:
+            if self.want.get(leaf, 0) <= 0:
+                continue
+            open_groups = {g for g in s.group_names
+                           if s.unmet_g.get((leaf, g), 0) > 0 and g in self.views
+                           and leaf in self.views[g].settings and room(leaf, g, self.views[g])}
+            if not open_groups:
+                continue
+            for rs in list(s.requests_of.get(leaf, {}).values()):
+                if rs.unmet <= 0:
+                    continue
+                for g in rs.groups:
+                    if g in open_groups:
+                        serve(leaf, rs, g, self.views[g])
+                    if self.want.get(leaf, 0) <= 0:
+                        break
                 if self.want.get(leaf, 0) <= 0:
-                    return
-                if rs.unmet > 0:
-                    yield rs, g, self.views[g]
+                    break
 
     # -- 2. own idle slots ---------------------------------------------------
+    def _own_idle(self, leaf: str, g: str, v: GroupView) -> int:
+        u = self.s.usage.get((leaf, g))
+        owned = v.owned.get(leaf, 0)
+        return owned - (u.own + u.lent_total if u else 0)
+
     def _serve_own(self) -> None:
-        for leaf in self._leaves_in_order():
-            for rs, g, v in self._each_request_group(leaf):
-                u = self.s.use(leaf, g)
-                idle = v.owned.get(leaf, 0) - u.own - u.lent_total
-                if idle > 0:
-                    self._give(rs, g, min(idle, self._headroom(leaf, g, v)), OWN)
-                    idle = v.owned.get(leaf, 0) - u.own - u.lent_total
-                    short = min(idle, self.want.get(leaf, 0), rs.unmet)
-                    if short > 0:
-                        self._free_within_max(leaf, g, v, short)
+        def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+            idle = self._own_idle(leaf, g, v)
+            if idle <= 0:
+                return
+            self._give(rs, g, min(idle, self._headroom(leaf, g, v)), OWN)
+            short = min(self._own_idle(leaf, g, v), self.want.get(leaf, 0), rs.unmet)
+            if short > 0:
+                self._free_within_max(leaf, g, v, short)
+
+        self._serve(self._leaves_in_order(), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0, serve)
 
     def _free_within_max(self, leaf: str, g: str, v: GroupView, short: int) -> None:
         """Owned slots are a guarantee: when an ancestor's ``max`` is full of slots its
         subtree took from pools or lenders, those give way to the owner."""
         st = self.s.subtree_held[g]
-        for p in self.s.ancestors[leaf]:
-            mx = v.settings[p].max
-            if mx is None:
+        for p, mx in v.gp.max_chain[leaf]:
+            if p == leaf:
                 continue
             blocked = min(short, st.get(p, 0) - (mx - short))
             if blocked <= 0:
@@ -301,81 +344,87 @@ class Cycle:
                         return
 
     # -- 3. share pools up to the deserved share -----------------------------
+    def _pool_room(self, leaf: str, g: str, v: GroupView, quotas: dict[str, dict[str, int]],
+                   owner: str) -> int:
+        src = pool_source(owner)
+        u = self.s.usage.get((leaf, g))
+        have = (u.pools.get(owner, 0) + u.incoming.get(src, 0)) if u else 0
+        return quotas.get(owner, {}).get(leaf, 0) - have
+
+    def _pool_idle(self, g: str, v: GroupView, owner: str) -> int:
+        return v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0)
+
     def _serve_pool(self) -> None:
         passes = ["static", "dynamic"] if self.policy.base_quota else ["dynamic"]
         for which in passes:
-            for leaf in self._leaves_in_order():
-                for rs, g, v in self._each_request_group(leaf):
-                    if v.settings[leaf].share_ratio <= 0:
+            def quotas(v: GroupView, which=which) -> dict[str, dict[str, int]]:
+                return v.static_pool if which == "static" else v.deserved_pool
+
+            def room(leaf: str, g: str, v: GroupView) -> bool:
+                if v.settings[leaf].share_ratio <= 0:
+                    return False
+                q = quotas(v)
+                return any(self._pool_idle(g, v, o) > 0 and self._pool_room(leaf, g, v, q, o) > 0
+                           for o in v.gp.draws_from[leaf])
+
+            def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+                q = quotas(v)
+                for owner in v.gp.draws_from[leaf]:
+                    r = self._pool_room(leaf, g, v, q, owner)
+                    if r <= 0:
                         continue
-                    u = self.s.use(leaf, g)
-                    for owner in v.pools_of[leaf]:
-                        quota = (v.static_pool if which == "static" else v.deserved_pool).get(owner, {}).get(leaf, 0)
-                        src = pool_source(owner)
-                        room = quota - u.pools.get(owner, 0) - u.incoming.get(src, 0)
-                        idle = v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0)
-                        n = min(room, idle, self._headroom(leaf, g, v))
-                        if n > 0:
-                            self._give(rs, g, n, src)
+                    n = min(r, self._pool_idle(g, v, owner), self._headroom(leaf, g, v))
+                    if n > 0:
+                        self._give(rs, g, n, pool_source(owner))
+
+            self._serve(self._leaves_in_order(), room, serve)
 
     # -- 4. borrowing ----------------------------------------------------------
     def _lendable(self, lender: str, g: str, v: GroupView) -> int:
-        u = self.s.use(lender, g)
+        u = self.s.usage.get((lender, g))
+        own, lent = (u.own, u.lent_total) if u else (0, 0)
         owned = v.owned.get(lender, 0)
         limit = v.settings[lender].lend_limit
         limit = owned if limit is None else min(limit, owned)
-        return min(owned - u.own - u.lent_total, limit - u.lent_total)
-
-    def _may_borrow(self, borrower: str, lender: str, v: GroupView) -> bool:
-        if borrower == lender:
-            return False
-        ls, bs = v.settings[lender], v.settings[borrower]
-        if bs.grace > ls.grace:
-            return False
-        if ls.lend_to is not None:
-            if "siblings" in ls.lend_to:
-                if self.s.consumers[borrower].parent != self.s.consumers[lender].parent:
-                    return False
-            elif borrower not in ls.lend_to:
-                return False
-        return True
-
-    def _lender_order(self, borrower: str, v: GroupView) -> list[str]:
-        prefs = v.settings[borrower].borrow_preference
-        mine = (borrower,) + self.s.ancestors[borrower]
-
-        def nearness(lender: str) -> int:
-            theirs = set(self.s.ancestors[lender])
-            for depth, p in enumerate(mine[1:]):
-                if p in theirs:
-                    return depth
-            return len(mine)
-
-        def key(lender: str):
-            pref = prefs.index(lender) if lender in prefs else len(prefs)
-            return (pref, nearness(lender), rank_key(v.settings[lender], self.s.consumers[lender].index))
-
-        return sorted((x for x in v.lenders if self._may_borrow(borrower, x, v)), key=key)
+        return min(owned - own - lent, limit - lent)
 
     def _borrow(self) -> None:
+        open_lenders: dict[str, set[str]] = {}
+        for g, v in self.views.items():
+            open_lenders[g] = {x for x in v.gp.lenders if self._lendable(x, g, v) > 0}
+
         def borrower_key(leaf: str):
             c = self.s.consumers[leaf]
             rks = [rank_key(c.groups[g], c.index) for g in self.s.group_names if g in c.groups]
             return min(rks) if rks else (UNSET, c.index)
 
-        for leaf in sorted(self.want, key=borrower_key):
-            for rs, g, v in self._each_request_group(leaf):
-                st = v.settings[leaf]
-                if not st.borrow or not v.lenders:
+        def room(leaf: str, g: str, v: GroupView) -> bool:
+            st = v.settings[leaf]
+            if not st.borrow or not open_lenders[g]:
+                return False
+            if st.borrow_limit is not None:
+                u = self.s.usage.get((leaf, g))
+                if u is not None and u.borrowed_total >= st.borrow_limit:
+                    return False
+            return True
+
+        def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+            st = v.settings[leaf]
+            u = self.s.use(leaf, g)
+            for lender in v.gp.lender_order(leaf):
+                if lender not in open_lenders[g]:
                     continue
-                u = self.s.use(leaf, g)
-                for lender in self._lender_order(leaf, v):
-                    limit = UNSET if st.borrow_limit is None else st.borrow_limit - u.borrowed_total
-                    n = min(self._lendable(lender, g, v), limit, self._headroom(leaf, g, v))
-                    if n > 0:
-                        self._give(rs, g, n, lent_source(lender))
-                    if rs.unmet <= 0 or self.want.get(leaf, 0) <= 0:
-                        break
+                limit = UNSET if st.borrow_limit is None else st.borrow_limit - u.borrowed_total
+                n = min(self._lendable(lender, g, v), limit, self._headroom(leaf, g, v))
+                if n > 0:
+                    self._give(rs, g, n, lent_source(lender))
+                if self._lendable(lender, g, v) <= 0:
+                    open_lenders[g].discard(lender)
+                if rs.unmet <= 0 or self.want.get(leaf, 0) <= 0:
+                    break
+
+        leaves = sorted((x for x, n in self.want.items() if n > 0), key=borrower_key)
+        self._serve(leaves, room, serve)
 
     # -- 5. the owner takes its lent slots back --------------------------------
     def _mark(self, victim_leaf: str, g: str, src: str, n: int, beneficiary: str, grace: float,
@@ -401,21 +450,30 @@ class Cycle:
         return marked
 
     def _reclaim_lent(self) -> None:
-        for leaf in self._leaves_in_order():
-            for rs, g, v in self._each_request_group(leaf):
-                lu = self.s.use(leaf, g)
-                if not lu.lent:
-                    continue
-                lgrace = v.settings[leaf].grace
-                src = lent_source(leaf)
-                victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], self.s.consumers[b].index), reverse=True)
-                for b in victims:
-                    n = min(self.want.get(leaf, 0), rs.unmet)
-                    if n <= 0:
-                        break
-                    got = self._mark(b, g, src, n, leaf, min(v.settings[b].grace, lgrace),
-                                     "owner reclaims lent slots", rs.spec)
-                    self.want[leaf] -= got
+        def room(leaf: str, g: str, v: GroupView) -> bool:
+            u = self.s.usage.get((leaf, g))
+            return bool(u and u.lent)
+
+        def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+            # every other means first (seed 002): idle share-pool slots, beyond its share
+            if v.settings[leaf].share_ratio > 0:
+                for owner in v.gp.draws_from[leaf]:
+                    n = min(self._pool_idle(g, v, owner), self._headroom(leaf, g, v))
+                    if n > 0 and not self._pool_has_deficit(v, owner):
+                        self._give(rs, g, n, pool_source(owner))
+            lu = self.s.use(leaf, g)
+            lgrace = v.settings[leaf].grace
+            src = lent_source(leaf)
+            victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
+            for b in victims:
+                n = min(self.want.get(leaf, 0), rs.unmet)
+                if n <= 0:
+                    break
+                got = self._mark(b, g, src, n, leaf, min(v.settings[b].grace, lgrace),
+                                 "owner reclaims lent slots", rs.spec)
+                self.want[leaf] -= got
+
+        self._serve(self._leaves_in_order(), room, serve)
 
     # -- 6. share-pool reclaim for fairness ------------------------------------
     def _reclaim_pool(self) -> None:
@@ -423,26 +481,33 @@ class Cycle:
         passes = ["static", "dynamic"] if self.policy.base_quota else ["dynamic"]
         for which in passes:
             self._excess_cache = {}
-            for leaf in self._leaves_in_order():
-                for rs, g, v in self._each_request_group(leaf):
-                    if v.settings[leaf].share_ratio <= 0:
+
+            def quotas(v: GroupView, which=which) -> dict[str, dict[str, int]]:
+                return v.static_pool if which == "static" else v.deserved_pool
+
+            def room(leaf: str, g: str, v: GroupView) -> bool:
+                if v.settings[leaf].share_ratio <= 0:
+                    return False
+                q = quotas(v)
+                return self._headroom(leaf, g, v) > 0 and any(
+                    self._pool_room(leaf, g, v, q, o) > 0 for o in v.gp.draws_from[leaf])
+
+            def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+                q = quotas(v)
+                for owner in v.gp.draws_from[leaf]:
+                    deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
+                    if deficit <= 0:
                         continue
-                    u = self.s.use(leaf, g)
-                    for owner in v.pools_of[leaf]:
-                        quotas = v.static_pool if which == "static" else v.deserved_pool
-                        src = pool_source(owner)
-                        deficit = min(quotas.get(owner, {}).get(leaf, 0) - u.pools.get(owner, 0) - u.incoming.get(src, 0),
-                                      self.want.get(leaf, 0), rs.unmet)
+                    src = pool_source(owner)
+                    for victim, excess in self._victims(v, owner, leaf, parent_mode):
+                        got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
+                                         "share-pool reclaim for fairness", rs.spec)
+                        deficit -= got
+                        self.want[leaf] -= got
                         if deficit <= 0:
-                            continue
-                        for victim, excess in self._victims(v, owner, leaf, parent_mode):
-                            n = min(deficit, excess)
-                            got = self._mark(victim, g, src, n, leaf, v.settings[victim].grace,
-                                             "share-pool reclaim for fairness", rs.spec)
-                            deficit -= got
-                            self.want[leaf] -= got
-                            if deficit <= 0:
-                                break
+                            break
+
+            self._serve(self._leaves_in_order(), room, serve)
 
     def _protected(self, v: GroupView, owner: str, leaf: str) -> int:
         """What a leaf may keep from a pool without being over its share."""
@@ -452,8 +517,8 @@ class Cycle:
         return keep
 
     def _excess(self, v: GroupView, owner: str) -> dict[str, int]:
-        """Leaves holding more of ``owner``'s pool than they may keep, computed once a
-        phase and kept current as slots are marked (see ``_mark``)."""
+        """Each leaf's holding of ``owner``'s pool above (or below, negative) what it may
+        keep; computed once a phase and kept current as slots are marked (``_mark``)."""
         key = (v.name, owner)
         ex = self._excess_cache.get(key)
         if ex is None:
@@ -472,7 +537,7 @@ class Cycle:
         excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary}
         if parent_mode and excess:
             # a branch gives back only what its own leaves do not deserve
-            mine = set(self.s.ancestors[beneficiary]) if beneficiary in self.s.ancestors else set()
+            mine = set(self.s.ancestors.get(beneficiary, ()))
             node_excess: dict[str, int] = {}
             for leaf, e in ex.items():
                 for p in self.s.ancestors[leaf]:
@@ -484,43 +549,53 @@ class Cycle:
                     excess[leaf] = min(excess[leaf], node_excess.get(p, 0))
                 if excess[leaf] <= 0:
                     del excess[leaf]
-        idx = self.s.consumers
+        idx = v.gp.index
         return sorted(excess.items(),
-                      key=lambda kv: (-kv[1], tuple(-x for x in rank_key(v.settings[kv[0]], idx[kv[0]].index))))
+                      key=lambda kv: (-kv[1], tuple(-x for x in rank_key(v.settings[kv[0]], idx[kv[0]]))))
 
     # -- 7. surplus --------------------------------------------------------------
     def _surplus(self) -> None:
-        if not self.want:
-            return
-        first_seq = {}
-        for leaf in self.want:
-            open_ = self._requests_of(leaf)
-            if open_:
-                first_seq[leaf] = min(rs.seq for rs in open_)
         blocked: dict[tuple[str, str], bool] = {}
-        for leaf in sorted(self.want, key=lambda p: (first_seq.get(p, UNSET), self.s.consumers[p].index)):
-            for rs, g, v in self._each_request_group(leaf):
-                if v.settings[leaf].share_ratio <= 0:
+
+        def open_pools(leaf: str, g: str, v: GroupView) -> Iterator[str]:
+            for owner in v.gp.draws_from[leaf]:
+                if v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0) <= 0:
                     continue
-                for owner in v.pools_of[leaf]:
-                    # surplus grants never create a deficit, so one look per pool is enough
-                    key = (g, owner)
-                    if key not in blocked:
-                        blocked[key] = self._pool_has_deficit(v, owner)
-                    if blocked[key]:
-                        continue
-                    idle = v.pool_size.get(owner, 0) - self.s.pool_used[v.name].get(owner, 0)
-                    n = min(idle, self._headroom(leaf, g, v))
-                    if n > 0:
-                        self._give(rs, g, n, pool_source(owner))
+                # surplus grants never create a deficit, so one look per pool is enough
+                key = (g, owner)
+                if key not in blocked:
+                    blocked[key] = self._pool_has_deficit(v, owner)
+                if not blocked[key]:
+                    yield owner
+
+        def room(leaf: str, g: str, v: GroupView) -> bool:
+            return any(True for _ in open_pools(leaf, g, v))
+
+        def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+            for owner in list(open_pools(leaf, g, v)):
+                idle = v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0)
+                n = min(idle, self._headroom(leaf, g, v))
+                if n > 0:
+                    self._give(rs, g, n, pool_source(owner))
+
+        first_seq = {}
+        for leaf, n in self.want.items():
+            if n > 0:
+                open_ = [rs.seq for rs in self.s.requests_of.get(leaf, {}).values() if rs.unmet > 0]
+                if open_:
+                    first_seq[leaf] = min(open_)
+        leaves = sorted(first_seq, key=lambda p: (first_seq[p], self.s.consumers[p].index))
+        self._serve(leaves, room, serve)
 
     def _pool_has_deficit(self, v: GroupView, owner: str) -> bool:
         """Surplus waits while a leaf of the pool still lacks its deserved share and
         has nothing on the way: handing its slots to others would only be reclaimed."""
         src = pool_source(owner)
         for leaf, d in v.deserved_pool.get(owner, {}).items():
-            if self.want.get(leaf, 0) <= 0:
+            if self.want.get(leaf, 0) <= 0 or (leaf, v.name) in self.stuck:
                 continue
+            if self._headroom(leaf, v.name, v) <= 0:
+                continue  # a max above it is full: it could not take the slots anyway
             u = self.s.usage.get((leaf, v.name))
             have = (u.pools.get(owner, 0) + u.incoming.get(src, 0)) if u else 0
             if d > have:
@@ -547,15 +622,17 @@ class Cycle:
         self._excess_cache = {}
         for g, v in self.views.items():
             for owner, size in v.pool_size.items():
-                src = pool_source(owner)
                 used = self.s.pool_used[g].get(owner, 0)
-                marked = sum(self.s.use(leaf, g).marked.get(src, 0) for leaf in v.leaves_under.get(owner, ())
+                if used <= size:
+                    continue
+                src = pool_source(owner)
+                marked = sum(self.s.usage[(leaf, g)].marked.get(src, 0) for leaf in v.leaves_under.get(owner, ())
                              if (leaf, g) in self.s.usage)
                 over = used - marked - size
                 if over <= 0:
                     continue
                 for victim, excess in self._victims(v, owner, "", False):
-                    got = self._mark(victim, g, src, min(over, excess), owner, v.settings[victim].grace,
+                    got = self._mark(victim, g, src, min(over, excess), src, v.settings[victim].grace,
                                      "share pool shrank")
                     over -= got
                     if over <= 0:

@@ -48,6 +48,7 @@ class Decisions:
     reclaims: list[Reclaim] = field(default_factory=list)
     removals: list[Removal] = field(default_factory=list)
     lost: list[Removal] = field(default_factory=list)
+    cancelled: list[Reclaim] = field(default_factory=list)  # reclaims called off: the holder keeps them
 
     def __bool__(self) -> bool:
-        return bool(self.grants or self.reclaims or self.removals or self.lost)
+        return bool(self.grants or self.reclaims or self.removals or self.lost or self.cancelled)

@@ -1,6 +1,7 @@
 """Share arithmetic: how a pool of slots is divided over a consumer subtree.
 
-Everything is exact (``Fraction``) until the last step, where a pool's shares are
+Everything is exact (rationals: gmpy2's ``mpq``, a C implementation some five
+times faster than ``fractions.Fraction``) until the last step, where a pool's shares are
 rounded to whole slots by largest remainder, ties to the consumer earlier in the
 plan (POLICY-NOTES section 7). One recursive water-fill serves both enforcement
 modes: parent enforcement is the water-fill itself; leaf enforcement first gives
@@ -11,8 +12,9 @@ branches that still have unmet demand (seed 004).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
 from math import floor
+
+from gmpy2 import mpq as Fraction  # exact rationals, fast
 
 INF = float("inf")
 
@@ -51,7 +53,7 @@ def _weighted_fill(amount: Fraction, members: list[str], weight: Mapping[str, in
                    cap: Mapping[str, Fraction]) -> dict[str, Fraction]:
     """Split ``amount`` by weight, no member above its cap (classic water-filling)."""
     out: dict[str, Fraction] = {}
-    live = sorted(members, key=lambda m: Fraction(cap[m]) / weight[m])
+    live = sorted(members, key=lambda m: cap[m] / weight[m])
     total_w = sum(weight[m] for m in live)
     left = amount
     for i, m in enumerate(live):
@@ -96,13 +98,13 @@ def waterfill(tree: ShareTree, top: str, amount: Fraction,
     return got
 
 
-def planned(tree: ShareTree, top: str, amount: Fraction, leaves: Sequence[str]) -> dict[str, Fraction]:
+def planned(tree: ShareTree, top: str, amount: int, leaves: Sequence[str]) -> dict[str, Fraction]:
     """Static planned shares: ``amount`` split down the tree by ratio, ignoring demand.
 
     Only the best priority band among siblings is planned a share; worse bands get
     theirs when the better ones cannot use it (the water-fill of leftovers)."""
     got: dict[str, Fraction] = {}
-    stack = [(top, amount)]
+    stack = [(top, Fraction(amount))]
     while stack:
         node, amt = stack.pop()
         kids = tree.children.get(node, ())
@@ -121,29 +123,31 @@ def planned(tree: ShareTree, top: str, amount: Fraction, leaves: Sequence[str]) 
 
 
 def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
-                 cap: Callable[[str], float] | None = None) -> dict[str, Fraction]:
-    """Each node's need: the sum of its children's, no more than its own cap."""
+                 cap: Callable[[str], float | None] | None = None) -> dict[str, Fraction]:
+    """Each node's need: the sum of its children's, no more than its own cap. A
+    subtree below a ratio-0 node takes nothing from this pool: its needs are 0."""
     need: dict[str, Fraction] = {}
+    zero = Fraction(0)
 
-    def visit(node: str) -> Fraction:
+    def visit(node: str, blocked: bool) -> Fraction:
         kids = tree.children.get(node, ())
         if not kids:
-            n = Fraction(leaf_need.get(node, 0))
+            n = zero if blocked else Fraction(leaf_need.get(node, 0))
         else:
-            n = Fraction(0)
+            n = zero
             for k in kids:
-                if tree.ratio[k] > 0:
-                    n += visit(k)
-                else:
-                    visit(k)
-        if cap is not None and node != top:
+                kb = blocked or tree.ratio[k] <= 0
+                v = visit(k, kb)
+                if not kb:
+                    n += v
+        if cap is not None and node != top and n > 0:
             c = cap(node)
-            if c < n:
+            if c is not None and c < n:
                 n = Fraction(max(0, int(c)))
         need[node] = n
         return n
 
-    visit(top)
+    visit(top, False)
     return need
 
 
@@ -162,7 +166,7 @@ def round_shares(exact: Mapping[str, Fraction], index: Mapping[str, int]) -> dic
 
 def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int],
                 parent_mode: bool, dynamic: bool,
-                cap: Callable[[str], float] | None = None) -> tuple[dict[str, int], dict[str, Fraction]]:
+                cap: Callable[[str], float | None] | None = None) -> tuple[dict[str, int], dict[str, Fraction]]:
     """Divide one pool of ``size`` slots among the leaves below ``top``.
 
     Returns (whole slots per leaf, exact share per leaf). ``dynamic`` is
@@ -173,16 +177,17 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
         return {}, {}
     need = subtree_need(tree, top, leaf_need, cap)
     total_need = need.get(top, Fraction(0))
-    if total_need <= size and dynamic:
-        exact = {leaf: need.get(leaf, Fraction(0)) for leaf in leaves}
-        exact = {k: v for k, v in exact.items() if v > 0}
+    if total_need <= size and dynamic and cap is None:
+        exact = {leaf: need[leaf] for leaf in leaves if need.get(leaf, 0) > 0}
         return {k: int(v) for k, v in exact.items()}, exact
     amount = Fraction(size)
     if parent_mode and dynamic:
         exact = waterfill(tree, top, amount, need)
     else:
-        plan = planned(tree, top, amount, leaves)
+        plan = planned(tree, top, size, leaves)
         exact = {leaf: min(plan[leaf], need.get(leaf, Fraction(0))) for leaf in leaves}
+        if cap is not None:
+            _within_caps(tree, top, exact, need)
         if dynamic:
             left = amount - sum(exact.values(), Fraction(0))
             if left > 0:
@@ -192,6 +197,32 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
                     exact[leaf] = exact.get(leaf, Fraction(0)) + v
     exact = {k: v for k, v in exact.items() if v > 0}
     return round_shares(exact, tree.index), exact
+
+
+def _within_caps(tree: ShareTree, top: str, exact: dict[str, Fraction],
+                 need: Mapping[str, Fraction]) -> Fraction:
+    """Scale a subtree's shares down to its (capped) need, keeping their proportions:
+    planned shares know nothing of a parent's max, the need does."""
+    def visit(node: str) -> Fraction:
+        kids = tree.children.get(node, ())
+        if not kids:
+            return exact.get(node, Fraction(0))
+        total = Fraction(0)
+        for k in kids:
+            if tree.ratio[k] > 0:
+                total += visit(k)
+        limit = need.get(node, Fraction(0))
+        if node != top and total > limit:
+            factor = limit / total
+            stack = [node]
+            while stack:
+                n = stack.pop()
+                if n in exact:
+                    exact[n] *= factor
+                stack.extend(tree.children.get(n, ()))
+            total = limit
+        return total
+    return visit(top)
 
 
 def _resum(tree: ShareTree, top: str, residual: dict[str, Fraction],

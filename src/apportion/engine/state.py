@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from apportion.engine.decisions import Removal
+from apportion.engine.index import GroupPlan
 from apportion.engine.model import ROOT, Consumer, HostState, Plan, Request
 from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
 
@@ -141,6 +142,25 @@ class ClusterState:
                 chain.append(p)
                 p = self.consumers[p].parent
             self.ancestors[c.path] = tuple(chain)  # nearest first, root excluded
+        self._group_plans: dict[str, GroupPlan] = {}
+        self._memo: dict[tuple, object] = {}
+
+    def memo(self, key: tuple, compute):
+        """Pure results (a pool's division for given needs) kept between cycles: most
+        pools see the same needs cycle after cycle. Bounded; cleared when full."""
+        got = self._memo.get(key)
+        if got is None:
+            if len(self._memo) > 4096:
+                self._memo.clear()
+            got = self._memo[key] = compute()
+        return got
+
+    def group_plan(self, g: str) -> GroupPlan:
+        """The plan-static facts of group ``g`` (built on first use, then kept)."""
+        gp = self._group_plans.get(g)
+        if gp is None:
+            gp = self._group_plans[g] = GroupPlan(self.plan, g, self.ancestors)
+        return gp
 
     # -- counters -----------------------------------------------------------
     def use(self, leaf: str, group: str) -> Usage:
@@ -316,6 +336,13 @@ class ClusterState:
         self._count(a, +1)
         self.reclaiming[a.id] = a
         return a
+
+    def unmark(self, a: Allocation) -> None:
+        """Call a reclaim off: the holder keeps the slots."""
+        self._count(a, -1)
+        a.reclaim = None
+        self._count(a, +1)
+        self.reclaiming.pop(a.id, None)
 
     def of_source(self, leaf: str, group: str, source: str) -> Iterable[Allocation]:
         return self.by_source.get((leaf, group, source), {}).values()
