@@ -19,8 +19,8 @@ def test_stacked_fills_hosts_in_group_order():
 def test_balanced_spreads_to_the_most_free_host():
     plan = make_plan({"/A": {}}, hosts=3, slots=4, alloc={"RG": AllocationPolicy.BALANCED})
     s = Sim(plan).req("a", "/A", 3, order=1).settle()
-    # one grant decision per host: balanced takes the emptiest host for each instance
-    assert sum(_hosts(s, "a").values()) == 3
+    # balanced places each instance on the emptiest host at that moment
+    assert _hosts(s, "a") == {"h1": 1, "h2": 1, "h3": 1}
     s2 = Sim(plan)
     for i in range(3):
         s2.req(f"r{i}", "/A", 1)
@@ -100,3 +100,13 @@ def test_overlapping_groups_never_give_a_slot_twice():
     for a in s.e.state.allocs.values():
         used[a.host] = used.get(a.host, 0) + a.slots
     assert all(used[h.name] <= h.slots for h in hosts)
+
+
+def test_request_order_sorts_candidate_hosts():
+    from apportion.plan import parse_requirement
+
+    hosts = [Host("h1", 4, memory=16), Host("h2", 4, memory=64), Host("h3", 4, memory=32)]
+    s = Sim(make_plan({"/A": {}}, host_list=hosts))
+    req = parse_requirement("select(memory >= 16) order(-memory)")
+    s.req("a", "/A", 6, requirement=req).settle()
+    assert _hosts(s, "a") == {"h2": 4, "h3": 2}

@@ -2,6 +2,150 @@
 
 from __future__ import annotations
 
+import json
+
 import typer
+from rich.console import Console
+from rich.table import Table
 
 bench_app = typer.Typer(help="Benchmarks whose figures go into docs/performance.md.", no_args_is_help=True)
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1000:,.1f} ms"
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.3f} s"
+
+
+def _mib(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f} MiB"
+
+
+def _machine_line(m: dict) -> str:
+    return (f"{m['cpu']}, {m['logical_cpus']} logical CPUs ({m['physical_cores']} cores), "
+            f"{m['ram_gib']} GiB RAM, {m['python']}, {m['platform']}")
+
+
+def _revision(rev: dict) -> str:
+    if not rev.get("commit"):
+        return "revision unknown"
+    return f"commit {rev['commit']}" + (" with local edits to engine/" if rev["engine_dirty"] else "")
+
+
+def _met(t: dict) -> str:
+    return "[green]met[/]" if t["met"] else "[red]not met[/]"
+
+
+def _render(console: Console, machine: dict, r: dict) -> None:
+    sp, wl, st = r["spec"], r["workload"], r["steady"]
+    console.print(f"[bold]machine[/]: {_machine_line(machine)}")
+    console.print(f"[bold]engine[/]: {_revision(r['revision'])}")
+    console.print(
+        f"[bold]workload[/]: {sp['hosts']:,} hosts x {sp['slots_per_host']} slots = {wl['capacity_slots']:,} slots "
+        f"in {sp['groups']} groups; {wl['consumers']:,} consumers (depth {wl['depth']}), {sp['leaves']:,} leaves "
+        f"({wl['owning_leaves']} owning, {wl['lending_leaves']} lending); {sp['requests']:,} requests asking "
+        f"{wl['demand_slots']:,} slots; seed {sp['seed']}")
+    t = Table(title="apportion bench engine")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    t.add_column("target", justify="right")
+    t.add_column("")
+    tg = r["targets"]
+    t.add_row("generate workload", _s(r["generate_s"]), "", "")
+    t.add_row("build engine + submit all", _s(r["build_submit_s"]), "", "")
+    t.add_row("cold first cycle", _s(r["cold_s"]), _s(tg["cold_s"]["target"]), _met(tg["cold_s"]))
+    t.add_row("  CPU time", _s(r["cold_cpu_s"]), "", "")
+    c = r["cold"]
+    t.add_row("  decisions", f"{c['grants']:,} grants, {c['reclaims']:,} reclaims", "", "")
+    t.add_row("  held after / capacity", f"{c['held_slots']:,} / {c['capacity_slots']:,} "
+              f"({c['utilisation']:.1%})", "", "")
+    t.add_row("  hosts over capacity", str(c["hosts_over_capacity"]), "0",
+              "[green]ok[/]" if c["hosts_over_capacity"] == 0 else "[red]BUG[/]")
+    n = r["steady_cycles"]
+    t.add_row(f"steady cycle, median of {n}", _ms(st["median_s"]), _ms(tg["steady_median_s"]["target"]),
+              _met(tg["steady_median_s"]))
+    t.add_row(f"steady cycle, p95 of {n}", _ms(st["p95_s"]), "", "")
+    t.add_row("  CPU time, median", _ms(st["cpu_median_s"]), "", "")
+    t.add_row("steady cycle, min / max", f"{_ms(st['min_s'])} / {_ms(st['max_s'])}", "", "")
+    t.add_row("  changes per step (applied, median)",
+              f"{st['changes'] // max(1, n):,} ({_ms(st['apply_median_s'])})", "", "")
+    t.add_row("  decisions over all steps",
+              f"{st['grants']:,} grants, {st['reclaims']:,} reclaims, {st['removals']:,} removals", "", "")
+    t.add_row("peak RSS (process)", _mib(r["peak_rss_mib"]), _mib(tg["peak_rss_mib"]["target"]),
+              _met(tg["peak_rss_mib"]))
+    if r["tracemalloc_peak_mib"] is not None:
+        t.add_row("tracemalloc peak (separate run)", _mib(r["tracemalloc_peak_mib"]), "", "")
+    console.print(t)
+
+
+def _render_curve(console: Console, machine: dict, points: list[dict], exps: dict) -> None:
+    console.print(f"[bold]machine[/]: {_machine_line(machine)}")
+    revs = {_revision(r["revision"]) for r in points}
+    console.print(f"[bold]engine[/]: {', '.join(sorted(revs))}")
+    t = Table(title="apportion bench engine --curve (each point in a fresh process)")
+    for col in ("hosts", "leaves", "requests", "build+submit", "cold cycle", "cold growth",
+                "steady median", "steady p95", "steady growth", "peak RSS"):
+        t.add_column(col, justify="right")
+    for i, r in enumerate(points):
+        sp = r["spec"]
+        ce, se = exps["cold"][i], exps["steady"][i]
+        t.add_row(f"{sp['hosts']:,}", f"{sp['leaves']:,}", f"{sp['requests']:,}", _s(r["build_submit_s"]),
+                  _s(r["cold_s"]), "-" if ce is None else f"n^{ce:.2f}",
+                  _ms(r["steady"]["median_s"]), _ms(r["steady"]["p95_s"]),
+                  "-" if se is None else f"n^{se:.2f}", _mib(r["peak_rss_mib"]))
+    console.print(t)
+    console.print("growth: the exponent k in time ~ n^k between a point and the one before it "
+                  "(1.00 is linear; n log n over a 10x step is about 1.1).")
+
+
+@bench_app.command("engine")
+def engine(
+    hosts: int = typer.Option(10_000, "--hosts", min=1, help="Hosts in the cluster."),
+    slots_per_host: int = typer.Option(16, "--slots-per-host", min=1, help="Slots on each host."),
+    leaves: int = typer.Option(1_000, "--leaves", min=1, help="Leaf consumers, in a 4-level tree."),
+    requests: int = typer.Option(20_000, "--requests", min=0, help="Open requests (1-32 slots each)."),
+    groups: int = typer.Option(4, "--groups", min=1, help="Resource groups (stacked and balanced alternating)."),
+    steady_cycles: int = typer.Option(20, "--steady-cycles", min=0, help="Steady cycles to time after the cold one."),
+    change_fraction: float = typer.Option(0.01, "--change-fraction", min=0.0, max=1.0,
+                                          help="Share of the open requests changed before each steady cycle."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the workload generator."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    curve: bool = typer.Option(False, "--curve",
+                               help="Run at 1k / 10k / 100k hosts, requests and leaves scaled alike, "
+                                    "each point in a fresh process."),
+    trace_memory: bool = typer.Option(False, "--tracemalloc",
+                                      help="Also measure the tracemalloc peak, in a separate untimed run."),
+) -> None:
+    """Time the engine: build, cold first cycle, steady cycles under churn, and peak memory."""
+    from apportion.bench.engine_bench import curve as run_curve
+    from apportion.bench.engine_bench import growth, run
+    from apportion.bench.machine import machine_info
+    from apportion.bench.workload import WorkloadSpec
+
+    try:
+        spec = WorkloadSpec(hosts=hosts, slots_per_host=slots_per_host, leaves=leaves, requests=requests,
+                            groups=groups, seed=seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    machine = machine_info()
+    console = Console()
+    errc = Console(stderr=True)
+    if curve:
+        def progress(s):
+            if not json_out:
+                errc.print(f"[dim]running {s.hosts:,} hosts, {s.leaves:,} leaves, {s.requests:,} requests...[/]")
+
+        points = run_curve(spec, steady_cycles, change_fraction, progress=progress)
+        exps = {"cold": growth(points), "steady": growth(points, lambda r: r["steady"]["median_s"])}
+        if json_out:
+            print(json.dumps({"machine": machine, "curve": points, "growth": exps}, indent=1))
+        else:
+            _render_curve(console, machine, points, exps)
+        return
+    r = run(spec, steady_cycles, change_fraction, trace_memory=trace_memory)
+    if json_out:
+        print(json.dumps({"machine": machine, "result": r}, indent=1))
+    else:
+        _render(console, machine, r)

@@ -7,7 +7,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-FIELDS = ("held", "owned", "borrowed", "shared", "lent", "deserved", "demand")
+FIELDS = ("owns", "held", "owned", "borrowed", "shared", "lent", "deserved", "demand")
+HELP = ("owns = ownership in force; owned = owned slots in use; borrowed = lent by others; "
+        "shared = from share pools above; lent = own slots lent out")
 
 
 def _fmt_time(t: float) -> str:
@@ -22,7 +24,8 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
                 if g not in groups:
                     groups.append(g)
         for g in groups:
-            t = Table(title=f"t = {_fmt_time(snap['at'])}  ·  resource group {g}", title_justify="left")
+            t = Table(title=f"t = {_fmt_time(snap['at'])}  ·  resource group {g}", title_justify="left",
+                      caption=HELP, caption_justify="left")
             t.add_column("consumer")
             for f in FIELDS:
                 t.add_column(f, justify="right")
@@ -32,7 +35,8 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
                     continue
                 depth = path.count("/") - 1
                 name = "  " * depth + path.rsplit("/", 1)[-1]
-                t.add_row(name, *(str(gl[f]) for f in FIELDS))
+                row = {**gl, "owns": gl.get("planned_owned", 0)}
+                t.add_row(name, *(str(row[f]) for f in FIELDS))
             console.print(t)
         if snap["requests"]:
             t = Table(title="requests", title_justify="left")

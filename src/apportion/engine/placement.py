@@ -7,6 +7,7 @@ index), so overlapping groups can never hand out the same slot twice.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 
 from sortedcontainers import SortedList
@@ -112,17 +113,30 @@ def fits(h: HostLedger, req: Request, consumer: str, group: GroupIndex) -> int:
 
 def choose_hosts(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
                  consumer: str, instances: int) -> list[tuple[str, int]]:
-    """Pick hosts for up to ``instances`` instances: [(host, slots)], in policy order.
+    """Pick hosts for up to ``instances`` instances: [(host, slots)].
 
-    Best fit places the whole lot on the smallest host that takes it when there is
-    one, and otherwise fills the smallest holes first."""
+    - stacked / exclusive: fill hosts in the group's order;
+    - balanced: each instance to the host with the most free slots at that moment;
+    - best fit: the whole lot on the smallest host that takes it if there is one,
+      otherwise the smallest holes first.
+    A requirement with ``order()`` reorders the candidates by its keys first."""
+    sort_hosts = getattr(req.requirement, "sort_hosts", None)
+    ordered = bool(getattr(req.requirement, "order", ()))
+    if ordered and sort_hosts is not None:
+        cands = [hosts[n] for n in group.candidates()]
+        names = [h.name for h in sort_hosts([c.host for c in cands])]
+    else:
+        names = None
+    if group.policy is AllocationPolicy.BALANCED and names is None:
+        return _balanced(hosts, group, req, consumer, instances)
+    source = names if names is not None else group.candidates()
     picks: list[tuple[str, int]] = []
     left = instances
-    if group.policy is AllocationPolicy.BEST_FIT:
+    if group.policy is AllocationPolicy.BEST_FIT and names is None:
         for name in group.candidates():
             if fits(hosts[name], req, consumer, group) >= left:
                 return [(name, left * req.order)]
-    for name in group.candidates():
+    for name in source:
         n = fits(hosts[name], req, consumer, group)
         if n <= 0:
             continue
@@ -132,3 +146,30 @@ def choose_hosts(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
         if left == 0:
             break
     return picks
+
+
+def _balanced(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
+              consumer: str, instances: int) -> list[tuple[str, int]]:
+    """One instance at a time to the emptiest host that may take it. The group's
+    index is already in most-free-first order, so only as many hosts as there are
+    instances need looking at, plus those that may not serve the request."""
+    heap: list[tuple[int, int, str]] = []
+    for name in group.candidates():
+        h = hosts[name]
+        n = fits(h, req, consumer, group)
+        if n > 0:
+            heapq.heappush(heap, (-h.free, group.rank[name], name))
+            if len(heap) >= instances:
+                break
+    taken: dict[str, int] = {}
+    free = {name: -f for f, _, name in heap}
+    left = instances
+    while left and heap:
+        negfree, pos, name = heapq.heappop(heap)
+        taken[name] = taken.get(name, 0) + 1
+        free[name] -= req.order
+        left -= 1
+        cap = fits(hosts[name], req, consumer, group) - taken[name]
+        if cap > 0:
+            heapq.heappush(heap, (-free[name], pos, name))
+    return [(name, n * req.order) for name, n in taken.items()]

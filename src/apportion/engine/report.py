@@ -74,7 +74,11 @@ def build_report(state: ClusterState, views: dict) -> Report:
                         gl.owned += n
                     else:
                         gl.shared += n
-                gl.borrowed += sum(n for lender, n in u.borrowed.items() if lender not in inside)
+                for lender, n in u.borrowed.items():
+                    if lender in inside:
+                        gl.owned += n  # a sibling's owned slot is still inside this parent's ownership
+                    else:
+                        gl.borrowed += n
                 gl.lent += sum(n for b, n in u.lent.items() if b not in inside)
             line.groups[g] = gl
             line.held += gl.held
