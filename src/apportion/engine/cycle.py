@@ -73,6 +73,7 @@ class Cycle:
         self.granted_now: dict[str, list] = {}  # request -> allocations granted this cycle
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
+        self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
@@ -114,6 +115,7 @@ class Cycle:
         for a in due:
             self.d.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots,
                                            "reclaimed: " + a.reclaim.reason))
+            self.first.add(a.reclaim.beneficiary)
             self.s.remove(a)
 
     def _cancel_unneeded(self) -> None:
@@ -245,8 +247,11 @@ class Cycle:
 
     # -- helpers -------------------------------------------------------------
     def _leaves_in_order(self) -> list[str]:
+        """Plan order, except that the leaves a reclaim just completed for go first:
+        the slots were freed for them, not for whoever stands earlier in the plan."""
         idx = self.s.consumers
-        return sorted((x for x, n in self.want.items() if n > 0), key=lambda p: idx[p].index)
+        return sorted((x for x, n in self.want.items() if n > 0),
+                      key=lambda p: (p not in self.first, idx[p].index))
 
     def _headroom(self, leaf: str, g: str, v: GroupView) -> int:
         room = self.want.get(leaf, 0)
@@ -262,6 +267,10 @@ class Cycle:
         req: Request = rs.spec
         inst = min(n, rs.unmet) // req.order
         if inst <= 0:
+            if n > 0 and rs.unmet >= req.order:
+                # room for less than one instance: nothing this leaf can use here
+                self.stuck.add((req.consumer, g))
+                self.s.futile[(req.consumer, g)] = self.s.epoch
             return 0
         placed = 0
         for host, slots in choose_hosts(self.s.hosts, self.s.groups[g], req, req.consumer, inst):
@@ -275,6 +284,7 @@ class Cycle:
             # the group had the slots on its books but no host this request may use:
             # the leaf must not hold up the surplus for others (see _pool_has_deficit)
             self.stuck.add((req.consumer, g))
+            self.s.futile[(req.consumer, g)] = self.s.epoch
         return placed
 
     def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
@@ -314,7 +324,7 @@ class Cycle:
                 return
             self._give(rs, g, min(idle, self._headroom(leaf, g, v)), OWN)
             short = min(self._own_idle(leaf, g, v), self.want.get(leaf, 0), rs.unmet)
-            if short > 0:
+            if short > 0 and not self.s.is_futile(leaf, g):
                 self._free_within_max(leaf, g, v, short)
 
         self._serve(self._leaves_in_order(), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0, serve)
@@ -430,14 +440,25 @@ class Cycle:
     def _mark(self, victim_leaf: str, g: str, src: str, n: int, beneficiary: str, grace: float,
               reason: str, req: Request | None = None) -> int:
         """Mark up to ``n`` slots that ``victim_leaf`` holds from ``src`` for reclaim,
-        newest allocations first (they have done the least work)."""
+        newest allocations first (they have done the least work). With ``req`` (what
+        the slots are for), only slots the request could use once freed: on hosts
+        matching its requirement where a whole instance would fit."""
+        allocs = sorted(self.s.of_source(victim_leaf, g, src), key=lambda a: -a.id)
+        usable = None
+        if req is not None:
+            usable = {}
+            for a in allocs:
+                if a.reclaim is None:
+                    usable[a.host] = usable.get(a.host, 0) + a.slots
+            hosts = self.s.hosts
+            usable = {h: n_ for h, n_ in usable.items()
+                      if hosts[h].takes_work and hosts[h].free + n_ >= req.order
+                      and (req.requirement is None or req.requirement(hosts[h].host))}
         marked = 0
-        for a in sorted(self.s.of_source(victim_leaf, g, src), key=lambda a: -a.id):
+        for a in allocs:
             if marked >= n:
                 break
-            if a.reclaim is not None:
-                continue
-            if req is not None and req.requirement is not None and not req.requirement(self.s.hosts[a.host].host):
+            if a.reclaim is not None or (usable is not None and a.host not in usable):
                 continue
             take = min(a.slots, n - marked)
             deadline = self.now + grace
@@ -452,7 +473,7 @@ class Cycle:
     def _reclaim_lent(self) -> None:
         def room(leaf: str, g: str, v: GroupView) -> bool:
             u = self.s.usage.get((leaf, g))
-            return bool(u and u.lent)
+            return bool(u and u.lent) and not self.s.is_futile(leaf, g)
 
         def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
             # every other means first (seed 002): idle share-pool slots, beyond its share
@@ -467,6 +488,7 @@ class Cycle:
             victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
             for b in victims:
                 n = min(self.want.get(leaf, 0), rs.unmet)
+                n -= n % rs.spec.order  # whole instances only
                 if n <= 0:
                     break
                 got = self._mark(b, g, src, n, leaf, min(v.settings[b].grace, lgrace),
@@ -489,13 +511,14 @@ class Cycle:
                 if v.settings[leaf].share_ratio <= 0:
                     return False
                 q = quotas(v)
-                return self._headroom(leaf, g, v) > 0 and any(
+                return self._headroom(leaf, g, v) > 0 and not self.s.is_futile(leaf, g) and any(
                     self._pool_room(leaf, g, v, q, o) > 0 for o in v.gp.draws_from[leaf])
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
                 q = quotas(v)
                 for owner in v.gp.draws_from[leaf]:
                     deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
+                    deficit -= deficit % rs.spec.order  # whole instances only
                     if deficit <= 0:
                         continue
                     src = pool_source(owner)
@@ -592,7 +615,7 @@ class Cycle:
         has nothing on the way: handing its slots to others would only be reclaimed."""
         src = pool_source(owner)
         for leaf, d in v.deserved_pool.get(owner, {}).items():
-            if self.want.get(leaf, 0) <= 0 or (leaf, v.name) in self.stuck:
+            if self.want.get(leaf, 0) <= 0 or (leaf, v.name) in self.stuck or self.s.is_futile(leaf, v.name):
                 continue
             if self._headroom(leaf, v.name, v) <= 0:
                 continue  # a max above it is full: it could not take the slots anyway

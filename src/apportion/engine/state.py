@@ -144,6 +144,10 @@ class ClusterState:
             self.ancestors[c.path] = tuple(chain)  # nearest first, root excluded
         self._group_plans: dict[str, GroupPlan] = {}
         self._memo: dict[tuple, object] = {}
+        # (leaf, group) -> epoch: the leaf could not place slots it had room for; it
+        # reclaims nothing for that group until the world changes (a new epoch)
+        self.futile: dict[tuple[str, str], int] = {}
+        self.epoch = 0
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
@@ -204,6 +208,14 @@ class ClusterState:
             st[p] = st.get(p, 0) + d
         st[ROOT] = st.get(ROOT, 0) + d
 
+    def touch(self) -> None:
+        """Something outside the engine changed (a request, a host): old conclusions
+        about what cannot be placed no longer hold."""
+        self.epoch += 1
+
+    def is_futile(self, leaf: str, group: str) -> bool:
+        return self.futile.get((leaf, group)) == self.epoch
+
     def _unmet_delta(self, rs: RequestState, delta: int) -> None:
         if not delta:
             return
@@ -224,6 +236,7 @@ class ClusterState:
             raise ValueError(f"request {req.id!r} is already open")
         if req.consumer not in self.consumers or not self.consumers[req.consumer].is_leaf:
             raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
+        self.touch()
         rs = RequestState(req, self.groups_of(req))
         self.requests[req.id] = rs
         self.requests_of.setdefault(req.consumer, {})[req.id] = rs
@@ -232,6 +245,7 @@ class ClusterState:
     def change_request(self, rid: str, min_slots: int | None = None, max_slots: int | None = None) -> None:
         """EGO realloc: a new min or max. Lowering max below what is held gives the
         newest allocations back at once (the client asked for fewer)."""
+        self.touch()
         rs = self.requests[rid]
         before = rs.unmet
         if min_slots is not None:
@@ -249,6 +263,7 @@ class ClusterState:
         self._unmet_delta(rs, rs.unmet - before)
 
     def close_request(self, rid: str) -> None:
+        self.touch()
         rs = self.requests[rid]
         for a in list(rs.allocs.values()):
             self.remove(a)
@@ -349,6 +364,7 @@ class ClusterState:
 
     # -- hosts ----------------------------------------------------------------
     def set_host_state(self, name: str, state: HostState) -> list[Removal]:
+        self.touch()
         h = self.hosts[name]
         lost: list[Removal] = []
         if state is HostState.DOWN:
