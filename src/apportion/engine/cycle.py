@@ -290,14 +290,16 @@ class Cycle:
     def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
                serve: Callable[[str, RequestState, str, GroupView], None]) -> None:
         """For each leaf: the groups where ``room`` says there is something to be had;
-        then its open requests in arrival order, each request's groups in its order."""
+        then its open requests in arrival order, each request's groups in its order,
+        until the leaf wants nothing more or no group has room left."""
         s = self.s
+        views = self.views
         for leaf in leaves:
             if self.want.get(leaf, 0) <= 0:
                 continue
             open_groups = {g for g in s.group_names
-                           if s.unmet_g.get((leaf, g), 0) > 0 and g in self.views
-                           and leaf in self.views[g].settings and room(leaf, g, self.views[g])}
+                           if s.unmet_g.get((leaf, g), 0) > 0 and leaf in views[g].settings
+                           and room(leaf, g, views[g])}
             if not open_groups:
                 continue
             for rs in list(s.requests_of.get(leaf, {}).values()):
@@ -305,11 +307,35 @@ class Cycle:
                     continue
                 for g in rs.groups:
                     if g in open_groups:
-                        serve(leaf, rs, g, self.views[g])
+                        serve(leaf, rs, g, views[g])
+                        if not room(leaf, g, views[g]):
+                            open_groups.discard(g)
                     if self.want.get(leaf, 0) <= 0:
                         break
-                if self.want.get(leaf, 0) <= 0:
+                if self.want.get(leaf, 0) <= 0 or not open_groups:
                     break
+
+    def _wanting(self, among) -> list[str]:
+        """The leaves of ``among`` that still want slots, in serving order."""
+        idx = self.s.consumers
+        return sorted((x for x in among if self.want.get(x, 0) > 0),
+                      key=lambda p: (p not in self.first, idx[p].index))
+
+    def _under_idle_pools(self, skip_blocked: bool = False) -> set[str]:
+        """Leaves that want slots and stand under a pool with idle slots: the only
+        ones a pool phase can serve. Pools whose subtree wants nothing stay idle
+        for good, so asking every leaf about every pool each cycle would be waste."""
+        out: set[str] = set()
+        for g, v in self.views.items():
+            for owner in v.pool_size:
+                if self._pool_idle(g, v, owner) <= 0:
+                    continue
+                under = v.leaves_under.get(owner, ())
+                hungry = [leaf for leaf in under if self.want.get(leaf, 0) > 0
+                          and self.s.unmet_g.get((leaf, g), 0) > 0 and owner in v.gp.draws_from[leaf]]
+                if hungry and not (skip_blocked and self._pool_has_deficit(v, owner)):
+                    out.update(hungry)
+        return out
 
     # -- 2. own idle slots ---------------------------------------------------
     def _own_idle(self, leaf: str, g: str, v: GroupView) -> int:
@@ -327,7 +353,8 @@ class Cycle:
             if short > 0 and not self.s.is_futile(leaf, g):
                 self._free_within_max(leaf, g, v, short)
 
-        self._serve(self._leaves_in_order(), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0, serve)
+        owners = {leaf for v in self.views.values() for leaf in v.gp.owners if v.owned.get(leaf, 0) > 0}
+        self._serve(self._wanting(owners), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0, serve)
 
     def _free_within_max(self, leaf: str, g: str, v: GroupView, short: int) -> None:
         """Owned slots are a guarantee: when an ancestor's ``max`` is full of slots its
@@ -365,6 +392,9 @@ class Cycle:
         return v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0)
 
     def _serve_pool(self) -> None:
+        candidates = self._under_idle_pools()
+        if not candidates:
+            return
         passes = ["static", "dynamic"] if self.policy.base_quota else ["dynamic"]
         for which in passes:
             def quotas(v: GroupView, which=which) -> dict[str, dict[str, int]]:
@@ -387,7 +417,7 @@ class Cycle:
                     if n > 0:
                         self._give(rs, g, n, pool_source(owner))
 
-            self._serve(self._leaves_in_order(), room, serve)
+            self._serve(self._wanting(candidates), room, serve)
 
     # -- 4. borrowing ----------------------------------------------------------
     def _lendable(self, lender: str, g: str, v: GroupView) -> int:
@@ -402,6 +432,9 @@ class Cycle:
         open_lenders: dict[str, set[str]] = {}
         for g, v in self.views.items():
             open_lenders[g] = {x for x in v.gp.lenders if self._lendable(x, g, v) > 0}
+
+        if not any(open_lenders.values()):
+            return
 
         def borrower_key(leaf: str):
             c = self.s.consumers[leaf]
@@ -443,7 +476,8 @@ class Cycle:
         newest allocations first (they have done the least work). With ``req`` (what
         the slots are for), only slots the request could use once freed: on hosts
         matching its requirement where a whole instance would fit."""
-        allocs = sorted(self.s.of_source(victim_leaf, g, src), key=lambda a: -a.id)
+        # newest first: the index keeps allocations in the order they came to the source
+        allocs = list(self.s.of_source(victim_leaf, g, src))[::-1]
         usable = None
         if req is not None:
             usable = {}
@@ -495,7 +529,9 @@ class Cycle:
                                  "owner reclaims lent slots", rs.spec)
                 self.want[leaf] -= got
 
-        self._serve(self._leaves_in_order(), room, serve)
+        lending = {leaf for g, v in self.views.items() for leaf in v.gp.lenders
+                   if (leaf, g) in self.s.usage and self.s.usage[(leaf, g)].lent}
+        self._serve(self._wanting(lending), room, serve)
 
     # -- 6. share-pool reclaim for fairness ------------------------------------
     def _reclaim_pool(self) -> None:
@@ -530,7 +566,15 @@ class Cycle:
                         if deficit <= 0:
                             break
 
-            self._serve(self._leaves_in_order(), room, serve)
+            short = set()
+            for g, v in self.views.items():
+                q = quotas(v)
+                for owner, shares in q.items():
+                    for leaf, d in shares.items():
+                        if self.want.get(leaf, 0) > 0 and self._pool_room(leaf, g, v, q, owner) > 0:
+                            short.add(leaf)
+            if short:
+                self._serve(self._wanting(short), room, serve)
 
     def _protected(self, v: GroupView, owner: str, leaf: str) -> int:
         """What a leaf may keep from a pool without being over its share."""
@@ -578,6 +622,9 @@ class Cycle:
 
     # -- 7. surplus --------------------------------------------------------------
     def _surplus(self) -> None:
+        candidates = self._under_idle_pools(skip_blocked=True)
+        if not candidates:
+            return
         blocked: dict[tuple[str, str], bool] = {}
 
         def open_pools(leaf: str, g: str, v: GroupView) -> Iterator[str]:
@@ -602,7 +649,8 @@ class Cycle:
                     self._give(rs, g, n, pool_source(owner))
 
         first_seq = {}
-        for leaf, n in self.want.items():
+        for leaf in candidates:
+            n = self.want.get(leaf, 0)
             if n > 0:
                 open_ = [rs.seq for rs in self.s.requests_of.get(leaf, {}).values() if rs.unmet > 0]
                 if open_:

@@ -22,7 +22,7 @@ def rank_key(s: GroupSettings, index: int) -> tuple[int, int]:
 class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
-                 "ancestors", "parent_of", "capped_parents", "draws_from")
+                 "ancestors", "parent_of", "capped_parents", "draws_from", "owners")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -69,6 +69,7 @@ class GroupPlan:
         # nearest pools are divided first: deepest owners first, the public pool last
         self.pool_order = sorted(self.parents, key=lambda p: -p.count("/") if p != ROOT else 1)
         self.lenders = [leaf for leaf in self.leaves if self.settings[leaf].lend and self.settings[leaf].owned > 0]
+        self.owners = [leaf for leaf in self.leaves if self.settings[leaf].owned > 0]
         self.max_chain: dict[str, tuple[tuple[str, int], ...]] = {}
         for leaf in self.leaves:
             self.max_chain[leaf] = tuple(

@@ -154,8 +154,11 @@ def _balanced(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
     index is already in most-free-first order, so only as many hosts as there are
     instances need looking at, plus those that may not serve the request."""
     heap: list[tuple[int, int, str]] = []
+    plain = req.requirement is None and not req.exclusive and group.policy is AllocationPolicy.BALANCED
     for name in group.candidates():
         h = hosts[name]
+        if plain and h.free < req.order:
+            break  # most free first: no host after this one holds an instance either
         n = fits(h, req, consumer, group)
         if n > 0:
             heapq.heappush(heap, (-h.free, group.rank[name], name))

@@ -26,7 +26,7 @@ class ShareTree:
     is better, None last) and ``index`` (plan order) come from the plan.
     """
 
-    __slots__ = ("children", "ratio", "band", "index")
+    __slots__ = ("children", "ratio", "band", "index", "_planned")
 
     def __init__(
         self,
@@ -39,6 +39,7 @@ class ShareTree:
         self.ratio = ratio
         self.band = {p: (INF if v is None else v) for p, v in priority.items()}
         self.index = index
+        self._planned: dict[tuple[str, int], dict[str, Fraction]] = {}
 
     def bands(self, node: str) -> list[list[str]]:
         """Children with a positive ratio, grouped by priority, best band first."""
@@ -102,7 +103,16 @@ def planned(tree: ShareTree, top: str, amount: int, leaves: Sequence[str]) -> di
     """Static planned shares: ``amount`` split down the tree by ratio, ignoring demand.
 
     Only the best priority band among siblings is planned a share; worse bands get
-    theirs when the better ones cannot use it (the water-fill of leftovers)."""
+    theirs when the better ones cannot use it (the water-fill of leftovers). It
+    depends on the tree and the amount alone, so each (top, amount) is worked out once."""
+    got = tree._planned.get((top, amount))
+    if got is None:
+        got = tree._planned[(top, amount)] = _planned(tree, top, amount)
+    zero = Fraction(0)
+    return {leaf: got.get(leaf, zero) for leaf in leaves}
+
+
+def _planned(tree: ShareTree, top: str, amount: int) -> dict[str, Fraction]:
     got: dict[str, Fraction] = {}
     stack = [(top, Fraction(amount))]
     while stack:
@@ -119,7 +129,7 @@ def planned(tree: ShareTree, top: str, amount: int, leaves: Sequence[str]) -> di
         total = sum(tree.ratio[c] for c in band)
         for child in band:
             stack.append((child, amt * tree.ratio[child] / total))
-    return {leaf: got.get(leaf, Fraction(0)) for leaf in leaves}
+    return got
 
 
 def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
