@@ -147,6 +147,14 @@ def check_invariants(e: Engine) -> None:
                 assert s.subtree_held[g].get(p, 0) <= gs.max
 
 
+def check_report_is_plain_json(e: Engine) -> None:
+    """Every number the report gives is a plain int (the JSON contract)."""
+    for line in e.report().consumers.values():
+        for gl in line.groups.values():
+            for f in ("held", "owned", "borrowed", "shared", "lent", "deserved", "demand", "planned_owned"):
+                assert type(getattr(gl, f)) is int, f
+
+
 def check_owned_honoured(e: Engine) -> None:
     """With every deadline passed, a leaf that wants at least its (effective) owned
     slots and lends nothing holds them."""
@@ -167,6 +175,7 @@ def test_invariants_hold_after_every_step(sc):
     plan, events = sc
     e, _ = play(plan, events, check_invariants)
     check_owned_honoured(e)
+    check_report_is_plain_json(e)
 
 
 @given(scenarios())

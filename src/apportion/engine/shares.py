@@ -164,8 +164,8 @@ def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
 def round_shares(exact: Mapping[str, Fraction], index: Mapping[str, int]) -> dict[str, int]:
     """Largest remainder: floors first, then the spare units to the largest
     fractional parts, ties to the consumer earlier in the plan."""
-    total = floor(sum(exact.values(), Fraction(0)))
-    out = {k: floor(v) for k, v in exact.items()}
+    total = int(floor(sum(exact.values(), Fraction(0))))
+    out = {k: int(floor(v)) for k, v in exact.items()}  # plain ints: these leave the engine
     spare = total - sum(out.values())
     if spare > 0:
         order = sorted(exact, key=lambda k: (-(exact[k] - out[k]), index[k]))

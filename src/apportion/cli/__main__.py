@@ -1,0 +1,3 @@
+from apportion.cli.main import app
+
+app(prog_name="apportion")

@@ -1,0 +1,99 @@
+"""The command as a user runs it: bad files give every problem, no traceback, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BAD = """\
+hosts:
+  - {name: "h[1-4]", slots: 4}
+  - {name: h2, slots: 2}
+resource_groups:
+  - {name: RG1, hosts: ["h[1-4]"]}
+  - {name: RG2, select: "select(type == && linux)"}
+consumers:
+  - {path: /LOB1, owned: 2}
+  - {path: /LOB1/app1, owned: 3, lend: true, lend_limit: 5}
+  - {path: /LOB1/app1/x/y/z/w, share_ratio: 1}
+  - {path: /LOB2, share_ratio: -1, lend: true}
+  - {path: /LOB2/b, groups: {RG9: {owned: 1}}}
+"""
+
+
+def apportion(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "apportion.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+def test_validate_lists_every_problem_with_file_and_line(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text(BAD)
+    r = apportion("validate", str(f))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr + r.stdout
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith(str(f))]
+    text = "\n".join(lines)
+    # every problem, each with its line and field
+    assert f"{f}:3: hosts" in text  # h2 given twice
+    assert f"{f}:6: resource_groups[1].select" in text  # select() does not parse
+    assert f"{f}:9: consumers[1]" in text and "lend_limit" in text  # above owned
+    assert "owned" in text and "/LOB1" in text  # parent owns less than its child
+    assert f"{f}:10: consumers[2].path" in text  # deeper than 5 levels
+    assert f"{f}:11: consumers[3].share_ratio" in text  # negative
+    assert "lend" in text and "consumers[3]" in text  # lend settings on a non-leaf
+    assert "RG9" in text  # unknown group
+    assert len(lines) >= 8
+
+
+def test_solve_refuses_a_bad_scenario_and_prints_nothing_on_stdout(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text(BAD + "timeline:\n  - at: 0\n    requests: [{id: r, consumer: /LOB2, max: 1}]\n")
+    r = apportion("solve", str(f), "--json")
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert "consumers" in r.stderr
+
+
+def test_unreadable_and_unknown_files(tmp_path):
+    r = apportion("validate", str(tmp_path / "missing.yaml"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "missing.yaml" in r.stderr
+    f = tmp_path / "plan.txt"
+    f.write_text("hosts: []")
+    r = apportion("validate", str(f))
+    assert r.returncode == 2 and "plan.txt" in r.stderr
+
+
+def test_toml_scenario_solves_and_json_is_stable(tmp_path):
+    f = tmp_path / "s.toml"
+    f.write_text("""
+[[hosts]]
+name = "h[1-3]"
+slots = 6
+
+[[resource_groups]]
+name = "RG"
+hosts = ["h[1-3]"]
+
+[[consumers]]
+path = "/A"
+share_ratio = 1
+
+[[consumers]]
+path = "/B"
+share_ratio = 2
+
+[[timeline]]
+at = 0
+requests = [{id = "a", consumer = "/A", max = 100}, {id = "b", consumer = "/B", max = 100}]
+""")
+    r = apportion("solve", str(f), "--json")
+    assert r.returncode == 0, r.stderr
+    snap = json.loads(r.stdout)["snapshots"][0]
+    assert snap["at"] == 0
+    assert snap["consumers"]["/A"]["groups"]["RG"]["held"] == 6
+    assert snap["consumers"]["/B"]["groups"]["RG"]["held"] == 12
+    assert snap["requests"]["b"]["held"] == 12
+    for key in ("held", "owned", "borrowed", "shared", "lent", "deserved", "demand"):
+        assert key in snap["consumers"]["/A"]["groups"]["RG"]
