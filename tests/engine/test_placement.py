@@ -110,3 +110,21 @@ def test_request_order_sorts_candidate_hosts():
     req = parse_requirement("select(memory >= 16) order(-memory)")
     s.req("a", "/A", 6, requirement=req).settle()
     assert _hosts(s, "a") == {"h2": 4, "h3": 2}
+
+
+def test_reclaim_for_a_multi_slot_instance_frees_one_host():
+    # B holds both hosts in 1-slot pieces, granted alternately; A (ratio 1) asks for
+    # one 6-slot instance: reclaiming 3 + 3 would be useless, so all 6 come off one host
+    plan = make_plan({"/A": {}, "/B": {}}, hosts=2, slots=6, alloc={"RG": AllocationPolicy.BALANCED})
+    s = Sim(plan)
+    for i in range(12):
+        s.req(f"b{i}", "/B", 1)
+    s.settle()
+    assert s.holds("/B") == [12]
+    s.req("a", "/A", 6, order=6).settle()
+    marked = {}
+    for r in s.reclaims():
+        marked[r.host] = marked.get(r.host, 0) + r.slots
+    assert sorted(marked.values()) == [6]
+    assert s.holds("/A", "/B") == [6, 6]
+    assert len(_hosts(s, "a")) == 1

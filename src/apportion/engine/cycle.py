@@ -477,27 +477,46 @@ class Cycle:
         the slots are for), only slots the request could use once freed: on hosts
         matching its requirement where a whole instance would fit."""
         # newest first: the index keeps allocations in the order they came to the source
-        allocs = list(self.s.of_source(victim_leaf, g, src))[::-1]
-        usable = None
+        allocs = [a for a in list(self.s.of_source(victim_leaf, g, src))[::-1] if a.reclaim is None]
         if req is not None:
-            usable = {}
-            for a in allocs:
-                if a.reclaim is None:
-                    usable[a.host] = usable.get(a.host, 0) + a.slots
             hosts = self.s.hosts
-            usable = {h: n_ for h, n_ in usable.items()
-                      if hosts[h].takes_work and hosts[h].free + n_ >= req.order
-                      and (req.requirement is None or req.requirement(hosts[h].host))}
+            by_host: dict[str, list] = {}
+            for a in allocs:
+                h = hosts[a.host]
+                if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+                    by_host.setdefault(a.host, []).append(a)
+            # per host, whole instances of the request: free slots there count,
+            # so only what is missing for an instance is taken
+            plan: list[tuple] = []
+            left = n
+            for host, lst in by_host.items():
+                if left <= 0:
+                    break
+                free = hosts[host].free
+                have = sum(a.slots for a in lst)
+                inst = min((free + have) // req.order, (free + left) // req.order)
+                need = max(0, inst * req.order - free)
+                for a in lst:
+                    if need <= 0:
+                        break
+                    take = min(a.slots, need)
+                    plan.append((a, take))
+                    need -= take
+                    left -= take
+        else:
+            plan = []
+            left = n
+            for a in allocs:
+                if left <= 0:
+                    break
+                take = min(a.slots, left)
+                plan.append((a, take))
+                left -= take
         marked = 0
-        for a in allocs:
-            if marked >= n:
-                break
-            if a.reclaim is not None or (usable is not None and a.host not in usable):
-                continue
-            take = min(a.slots, n - marked)
-            deadline = self.now + grace
+        deadline = self.now + grace
+        ex = self._excess_cache.get((g, src[5:])) if src.startswith("pool:") else None
+        for a, take in plan:
             a = self.s.mark(a, take, PendingReclaim(deadline, beneficiary, reason))
-            ex = self._excess_cache.get((g, src[5:])) if src.startswith("pool:") else None
             if ex is not None and victim_leaf in ex:
                 ex[victim_leaf] -= take
             self.d.reclaims.append(Reclaim(a.request, a.consumer, g, a.host, take, deadline, beneficiary, reason))
