@@ -138,6 +138,7 @@ def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
     subtree below a ratio-0 node takes nothing from this pool: its needs are 0."""
     need: dict[str, Fraction] = {}
     zero = Fraction(0)
+    binding: list[str] = []
 
     def visit(node: str, blocked: bool) -> Fraction:
         kids = tree.children.get(node, ())
@@ -154,10 +155,13 @@ def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
             c = cap(node)
             if c is not None and c < n:
                 n = Fraction(max(0, int(c)))
+                binding.append(node)
         need[node] = n
         return n
 
     visit(top, False)
+    if binding:
+        need["\0binding"] = Fraction(len(binding))  # a cap changed something below top
     return need
 
 
@@ -187,7 +191,8 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
         return {}, {}
     need = subtree_need(tree, top, leaf_need, cap)
     total_need = need.get(top, Fraction(0))
-    if total_need <= size and dynamic and cap is None:
+    caps_bind = need.pop("\0binding", None) is not None
+    if total_need <= size and dynamic and not caps_bind:
         exact = {leaf: need[leaf] for leaf in leaves if need.get(leaf, 0) > 0}
         return {k: int(v) for k, v in exact.items()}, exact
     amount = Fraction(size)
