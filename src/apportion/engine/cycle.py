@@ -388,6 +388,13 @@ class Cycle:
         have = (u.pools.get(owner, 0) + u.incoming.get(src, 0)) if u else 0
         return quotas.get(owner, {}).get(leaf, 0) - have
 
+    def _quota_passes(self) -> Iterator[Callable[[GroupView], dict[str, dict[str, int]]]]:
+        """base_quota (seed 003): the static quota in every group first, then the
+        dynamic one; without it, the dynamic quota alone."""
+        if self.policy.base_quota:
+            yield lambda v: v.static_pool
+        yield lambda v: v.deserved_pool
+
     def _pool_idle(self, g: str, v: GroupView, owner: str) -> int:
         return v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0)
 
@@ -395,19 +402,13 @@ class Cycle:
         candidates = self._under_idle_pools()
         if not candidates:
             return
-        passes = ["static", "dynamic"] if self.policy.base_quota else ["dynamic"]
-        for which in passes:
-            def quotas(v: GroupView, which=which) -> dict[str, dict[str, int]]:
-                return v.static_pool if which == "static" else v.deserved_pool
-
-            def room(leaf: str, g: str, v: GroupView) -> bool:
-                if v.settings[leaf].share_ratio <= 0:
-                    return False
+        for quotas in self._quota_passes():
+            def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 q = quotas(v)
                 return any(self._pool_idle(g, v, o) > 0 and self._pool_room(leaf, g, v, q, o) > 0
                            for o in v.gp.draws_from[leaf])
 
-            def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+            def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
                 for owner in v.gp.draws_from[leaf]:
                     r = self._pool_room(leaf, g, v, q, owner)
@@ -555,21 +556,15 @@ class Cycle:
     # -- 6. share-pool reclaim for fairness ------------------------------------
     def _reclaim_pool(self) -> None:
         parent_mode = self.policy.share_enforcement.value == "parent"
-        passes = ["static", "dynamic"] if self.policy.base_quota else ["dynamic"]
-        for which in passes:
+        for quotas in self._quota_passes():
             self._excess_cache = {}
 
-            def quotas(v: GroupView, which=which) -> dict[str, dict[str, int]]:
-                return v.static_pool if which == "static" else v.deserved_pool
-
-            def room(leaf: str, g: str, v: GroupView) -> bool:
-                if v.settings[leaf].share_ratio <= 0:
-                    return False
+            def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 q = quotas(v)
                 return self._headroom(leaf, g, v) > 0 and not self.s.is_futile(leaf, g) and any(
                     self._pool_room(leaf, g, v, q, o) > 0 for o in v.gp.draws_from[leaf])
 
-            def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+            def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
                 for owner in v.gp.draws_from[leaf]:
                     deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
