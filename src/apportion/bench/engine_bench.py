@@ -233,7 +233,8 @@ def _child_main(argv: list[str]) -> None:
     print(json.dumps(r))
 
 
+__all__ = ["TARGETS", "capacity_check", "curve", "growth", "machine_info", "percentile", "run", "scaled"]
+
+
 if __name__ == "__main__":
     _child_main(sys.argv[1:])
-
-__all__ = ["TARGETS", "capacity_check", "curve", "growth", "machine_info", "percentile", "run", "scaled"]

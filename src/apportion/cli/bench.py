@@ -116,7 +116,7 @@ def engine(
                                help="Run at 1k / 10k / 100k hosts, requests and leaves scaled alike, "
                                     "each point in a fresh process."),
     trace_memory: bool = typer.Option(False, "--tracemalloc",
-                                      help="Also measure the tracemalloc peak, in a separate untimed run."),
+                                      help="Also measure the tracemalloc peak, in a separate untimed run (not with --curve)."),
 ) -> None:
     """Time the engine: build, cold first cycle, steady cycles under churn, and peak memory."""
     from apportion.bench.engine_bench import curve as run_curve

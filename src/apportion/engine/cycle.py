@@ -677,7 +677,9 @@ class Cycle:
         has nothing on the way: handing its slots to others would only be reclaimed."""
         src = pool_source(owner)
         for leaf, d in v.deserved_pool.get(owner, {}).items():
-            if self.want.get(leaf, 0) <= 0 or (leaf, v.name) in self.stuck or self.s.is_futile(leaf, v.name):
+            if self.want.get(leaf, 0) <= 0 or self.s.unmet_g.get((leaf, v.name), 0) <= 0:
+                continue  # nothing it still wants can run in this group
+            if (leaf, v.name) in self.stuck or self.s.is_futile(leaf, v.name):
                 continue
             if self._headroom(leaf, v.name, v) <= 0:
                 continue  # a max above it is full: it could not take the slots anyway
