@@ -63,6 +63,10 @@ def _render(console: Console, machine: dict, r: dict) -> None:
               f"({c['utilisation']:.1%})", "", "")
     t.add_row("  hosts over capacity", str(c["hosts_over_capacity"]), "0",
               "[green]ok[/]" if c["hosts_over_capacity"] == 0 else "[red]BUG[/]")
+    se = r["settle"]
+    t.add_row("settle after the cold cycle", f"{se['cycles']} cycles, {_s(se['s'])}", "", "")
+    t.add_row("  held when settled", f"{se['held']:,} / {c['capacity_slots']:,} "
+              f"({se['held'] / max(1, c['capacity_slots']):.1%})", "", "")
     n = r["steady_cycles"]
     t.add_row(f"steady cycle, median of {n}", _ms(st["median_s"]), _ms(tg["steady_median_s"]["target"]),
               _met(tg["steady_median_s"]))

@@ -23,6 +23,7 @@ nothing, and finding that out must cost next to nothing.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
@@ -72,6 +73,7 @@ class Cycle:
         self.want: dict[str, int] = {}  # leaf -> slots it still wants this cycle
         self.granted_now: dict[str, list] = {}  # request -> allocations granted this cycle
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
+        self._victim_heaps: dict[tuple[str, str], list] = {}
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
 
@@ -478,18 +480,36 @@ class Cycle:
         the slots are for), only slots the request could use once freed: on hosts
         matching its requirement where a whole instance would fit."""
         # newest first: the index keeps allocations in the order they came to the source
-        allocs = [a for a in list(self.s.of_source(victim_leaf, g, src))[::-1] if a.reclaim is None]
-        if req is not None:
-            hosts = self.s.hosts
-            by_host: dict[str, list] = {}
-            for a in allocs:
-                h = hosts[a.host]
-                if h.takes_work and (req.requirement is None or req.requirement(h.host)):
-                    by_host.setdefault(a.host, []).append(a)
+        index = self.s.by_source.get((victim_leaf, g, src))
+        if not index:
+            return 0
+        hosts = self.s.hosts
+        plan: list[tuple] = []
+        left = n
+        # newest first, lazily: the index keeps allocations in the order they came
+        if req is None or req.order == 1:
+            check = req is not None
+            for a in reversed(index.values()):
+                if left <= 0:
+                    break
+                if a.reclaim is not None:
+                    continue
+                if check:
+                    h = hosts[a.host]
+                    if not h.takes_work or (req.requirement is not None and not req.requirement(h.host)):
+                        continue
+                take = min(a.slots, left)
+                plan.append((a, take))
+                left -= take
+        else:
             # per host, whole instances of the request: free slots there count,
             # so only what is missing for an instance is taken
-            plan: list[tuple] = []
-            left = n
+            by_host: dict[str, list] = {}
+            for a in reversed(index.values()):
+                if a.reclaim is None:
+                    h = hosts[a.host]
+                    if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+                        by_host.setdefault(a.host, []).append(a)
             for host, lst in by_host.items():
                 if left <= 0:
                     break
@@ -504,15 +524,6 @@ class Cycle:
                     plan.append((a, take))
                     need -= take
                     left -= take
-        else:
-            plan = []
-            left = n
-            for a in allocs:
-                if left <= 0:
-                    break
-                take = min(a.slots, left)
-                plan.append((a, take))
-                left -= take
         marked = 0
         deadline = self.now + grace
         ex = self._excess_cache.get((g, src[5:])) if src.startswith("pool:") else None
@@ -558,6 +569,10 @@ class Cycle:
         parent_mode = self.policy.share_enforcement.value == "parent"
         for quotas in self._quota_passes():
             self._excess_cache = {}
+            self._victim_heaps = {}
+            # (victim, group, source) -> smallest instance it could not free this pass:
+            # marks free nothing within a phase, so a larger one will not fit either
+            self._no_fit: dict[tuple[str, str, str], int] = {}
 
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 q = quotas(v)
@@ -572,9 +587,16 @@ class Cycle:
                     if deficit <= 0:
                         continue
                     src = pool_source(owner)
+                    order = rs.spec.order
+                    plain = rs.spec.requirement is None
                     for victim, excess in self._victims(v, owner, leaf, parent_mode):
+                        key = (victim, g, src)
+                        if plain and self._no_fit.get(key, UNSET) <= order:
+                            continue  # no host of this victim frees an instance that large
                         got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
                                          "share-pool reclaim for fairness", rs.spec)
+                        if got == 0 and plain:
+                            self._no_fit[key] = min(order, self._no_fit.get(key, UNSET))
                         deficit -= got
                         self.want[leaf] -= got
                         if deficit <= 0:
@@ -613,10 +635,47 @@ class Cycle:
             self._excess_cache[key] = ex
         return ex
 
-    def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool) -> list[tuple[str, int]]:
+    def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool) -> Iterator[tuple[str, int]]:
+        """Leaves to reclaim ``owner``'s pool slots from, the most over-share first
+        (ties: worse rank, then later in the plan), each with what it may give."""
+        if not parent_mode:
+            return self._victims_leaf_mode(v, owner, beneficiary)
+        return iter(self._victims_parent_mode(v, owner, beneficiary))
+
+    def _victims_leaf_mode(self, v: GroupView, owner: str, beneficiary: str) -> Iterator[tuple[str, int]]:
+        """One heap per pool for the whole phase, corrected lazily as ``_mark`` lowers
+        a victim's excess: no re-sorting every leaf for every beneficiary."""
+        ex = self._excess(v, owner)
+        key = (v.name, owner)
+        heap = self._victim_heaps.get(key)
+        if heap is None:
+            idx = v.gp.index
+            heap = [(-e, tuple(-x for x in rank_key(v.settings[leaf], idx[leaf])), leaf)
+                    for leaf, e in ex.items() if e > 0]
+            heapq.heapify(heap)
+            self._victim_heaps[key] = heap
+        aside = []
+        try:
+            while heap:
+                neg, rk, leaf = heapq.heappop(heap)
+                cur = ex.get(leaf, 0)
+                if cur <= 0:
+                    continue
+                if cur != -neg:
+                    heapq.heappush(heap, (-cur, rk, leaf))
+                    continue
+                aside.append((rk, leaf))
+                if leaf != beneficiary:
+                    yield leaf, cur
+        finally:
+            for rk, leaf in aside:
+                if ex.get(leaf, 0) > 0:
+                    heapq.heappush(heap, (-ex[leaf], rk, leaf))
+
+    def _victims_parent_mode(self, v: GroupView, owner: str, beneficiary: str) -> list[tuple[str, int]]:
         ex = self._excess(v, owner)
         excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary}
-        if parent_mode and excess:
+        if excess:
             # a branch gives back only what its own leaves do not deserve
             mine = set(self.s.ancestors.get(beneficiary, ()))
             node_excess: dict[str, int] = {}
@@ -707,6 +766,7 @@ class Cycle:
         """A pool that shrank (hosts down, ownership honoured elsewhere) takes back its
         excess from the most over-share holders."""
         self._excess_cache = {}
+        self._victim_heaps = {}
         for g, v in self.views.items():
             for owner, size in v.pool_size.items():
                 used = self.s.pool_used[g].get(owner, 0)

@@ -45,9 +45,13 @@ class GroupIndex:
         self.hosts = hosts
         self.rank = {h.host.name: i for i, h in enumerate(hosts)}
         self._open: SortedList = SortedList()
+        # running sums, so that capacity is not a walk over every host each cycle
+        self.slots_taking_work = 0
+        self.not_taking: dict[str, HostLedger] = {}  # closed or unavailable hosts
         for h in hosts:
             h.groups.append(self)
             self._add(h)
+            self._count_state(h, +1)
 
     def _key(self, h: HostLedger) -> tuple:
         pos = self.rank[h.host.name]
@@ -65,10 +69,18 @@ class GroupIndex:
         if h.free > 0 and h.takes_work:
             self._open.discard(self._key(h))
 
+    def _count_state(self, h: HostLedger, sign: int) -> None:
+        if h.takes_work:
+            self.slots_taking_work += sign * h.host.slots
+        elif h.state is not HostState.DOWN:
+            if sign > 0:
+                self.not_taking[h.host.name] = h
+            else:
+                self.not_taking.pop(h.host.name, None)
+
     def capacity(self) -> int:
         """Slots this group can count on: hosts taking work, plus what closed hosts still run."""
-        return sum(h.host.slots if h.takes_work else h.used for h in self.hosts
-                   if h.state is not HostState.DOWN)
+        return self.slots_taking_work + sum(h.used for h in self.not_taking.values())
 
     def free_slots(self) -> int:
         return sum(h.free for h in self.hosts if h.takes_work)
@@ -91,9 +103,11 @@ def change_free(h: HostLedger, delta: int) -> None:
 def change_state(h: HostLedger, state: HostState) -> None:
     for g in h.groups:
         g._discard(h)
+        g._count_state(h, -1)
     h.state = state
     for g in h.groups:
         g._add(h)
+        g._count_state(h, +1)
 
 
 def fits(h: HostLedger, req: Request, consumer: str, group: GroupIndex) -> int:
