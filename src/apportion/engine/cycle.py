@@ -248,13 +248,6 @@ class Cycle:
         return n
 
     # -- helpers -------------------------------------------------------------
-    def _leaves_in_order(self) -> list[str]:
-        """Plan order, except that the leaves a reclaim just completed for go first:
-        the slots were freed for them, not for whoever stands earlier in the plan."""
-        idx = self.s.consumers
-        return sorted((x for x, n in self.want.items() if n > 0),
-                      key=lambda p: (p not in self.first, idx[p].index))
-
     def _headroom(self, leaf: str, g: str, v: GroupView) -> int:
         room = self.want.get(leaf, 0)
         chain = v.gp.max_chain[leaf]
@@ -784,7 +777,3 @@ class Cycle:
                     over -= got
                     if over <= 0:
                         break
-
-
-def run_cycle(state: ClusterState, now: float) -> Decisions:
-    return Cycle(state, now).run()
