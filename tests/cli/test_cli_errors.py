@@ -97,3 +97,29 @@ requests = [{id = "a", consumer = "/A", max = 100}, {id = "b", consumer = "/B", 
     assert snap["requests"]["b"]["held"] == 12
     for key in ("held", "owned", "borrowed", "shared", "lent", "deserved", "demand"):
         assert key in snap["consumers"]["/A"]["groups"]["RG"]
+
+
+def test_an_imported_ducc_plan_validates_and_its_errors_carry_lines(tmp_path):
+    src = tmp_path / "site"
+    src.mkdir()
+    (src / "ducc.classes").write_text(
+        "Nodepool --default-- { nodefile = ducc.nodes; share-quantum = 15 }\n"
+        "Class fair { policy = FAIR_SHARE; priority = 10; weight = 100; nodepool = --default-- }\n"
+    )
+    (src / "ducc.nodes").write_text("n1\nn2\n")
+    plan = tmp_path / "plan.yaml"
+    r = apportion("import", "ducc", str(src), "--memory", "n[1-2]=64", "--out", str(plan))
+    assert r.returncode == 0, r.stderr
+    r = apportion("validate", str(plan))
+    assert r.returncode == 0 and "1 nodepools" in r.stdout and "2 hosts" in r.stdout, r.stdout + r.stderr
+    # break it: the class names a nodepool that does not exist
+    text = plan.read_text().replace("nodepool: --default--", "nodepool: nowhere", 1)
+    plan.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "nodepool: nowhere" in ln)
+    r = apportion("validate", str(plan))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{plan}:{line}:" in r.stderr and "nowhere" in r.stderr
+    # and solve says plainly that DUCC scheduling is not in the engine yet
+    plan.write_text(text.replace("nodepool: nowhere", "nodepool: --default--", 1))
+    r = apportion("solve", str(plan))
+    assert r.returncode == 2 and "not in the engine yet" in r.stderr

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from apportion.cli.bench import bench_app
+from apportion.cli.importer import import_app
 
 app = typer.Typer(
     help="apportion: share a pool of hosts among many tenants, the EGO and DUCC way.",
@@ -16,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(bench_app, name="bench")
+app.add_typer(import_app, name="import")
 
 out = Console()
 err = Console(stderr=True)
@@ -42,6 +44,11 @@ def solve(
     from apportion.scenario.runner import run
 
     scenario = _load(file)
+    if scenario.plan.ducc is not None:
+        err.print(f"[bold red]{file}:[/] has a `ducc:` section. It is valid, but DUCC fair-share "
+                  "scheduling (quanta, nodepools, classes) is not in the engine yet, so it cannot "
+                  "be solved; `apportion validate` checks it.", soft_wrap=True)
+        raise typer.Exit(2)
     snaps = run(scenario)
     if json_out:
         print(json.dumps({"snapshots": snaps}, indent=1))
@@ -55,8 +62,11 @@ def solve(
 def validate(file: Path = typer.Argument(..., help="A plan or scenario file (YAML or TOML).")) -> None:
     """Check a plan or scenario without running it: every problem, with file:line: field: reason."""
     sc = _load(file)
+    ducc = sc.plan.ducc
+    extra = (f", a DUCC configuration ({len(ducc.nodepools)} nodepools, {len(ducc.classes)} classes, "
+             f"{len(ducc.users)} users)") if ducc is not None else ""
     out.print(f"[green]ok[/]: {file}: {len(sc.plan.hosts)} hosts, {len(sc.plan.groups)} resource groups, "
-              f"{len(sc.plan.consumers)} consumers, {len(sc.steps)} timeline steps")
+              f"{len(sc.plan.consumers)} consumers, {len(sc.steps)} timeline steps{extra}", soft_wrap=True)
 
 
 def main() -> None:  # pragma: no cover

@@ -120,6 +120,7 @@ class Plan:
     groups: tuple[ResourceGroup, ...]  # plan order
     consumers: tuple[Consumer, ...]  # plan order, parents before children
     policy: Policy = Policy()
+    ducc: object | None = None  # a DUCC configuration (issue 3); not scheduled by this engine yet
 
     def consumer_map(self) -> dict[str, Consumer]:
         return {c.path: c for c in self.consumers}

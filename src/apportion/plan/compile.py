@@ -174,13 +174,29 @@ def _compile(
     policy = _policy(ctx, items.policy)
     compile_consumers(ctx, items.consumers)
     steps = compile_timeline(ctx, items.timeline) if scenario else ()
-    problems = [*(early or []), *shape_problems, *_by_line(reporter.problems)]
+    ducc = _ducc_section(data, ctx, source, positions)
+    problems = [*(early or []), *shape_problems, *_by_line(reporter.problems), *ducc[1]]
     if problems:
         raise PlanError(problems)
     plan = Plan(
-        hosts=tuple(ctx.hosts), groups=tuple(ctx.groups), consumers=ctx.compiled_consumers, policy=policy
+        hosts=tuple(ctx.hosts), groups=tuple(ctx.groups), consumers=ctx.compiled_consumers, policy=policy,
+        ducc=ducc[0],
     )
     return plan, steps
+
+
+def _ducc_section(data: Any, ctx: Context, source: str, positions: Positions | None) -> tuple[Any, list[Problem]]:
+    """A ``ducc:`` section (written by ``apportion import ducc``), read by the importer's
+    own reader so that its problems carry lines like the rest."""
+    if not isinstance(data, Mapping) or data.get("ducc") is None:
+        return None, []
+    from apportion.importers.ducc import ducc_config_from_mapping
+
+    memory = {h.name: (h.memory or None) for h in ctx.hosts}
+    try:
+        return ducc_config_from_mapping(data["ducc"], memory, source=source, positions=positions), []
+    except PlanError as e:
+        return None, list(e.problems)
 
 
 def compile_plan(data: Mapping[str, Any], source: str = "<plan>", positions: Positions | None = None) -> Plan:

@@ -174,6 +174,7 @@ class PlanFileIn(_Model):
     policy: Any = None
     consumers: list[Any] = []
     timeline: Any = None  # a plan ignores it; a scenario checks it as list[Any]
+    ducc: Any = None  # a DUCC configuration (docs/ducc-import.md), checked by the importer's reader
 
 
 _ALL_MODELS: tuple[type[BaseModel], ...] = (

@@ -1,0 +1,95 @@
+"""`apportion import ...`: other systems' configuration turned into apportion plan files.
+
+Registered in ``apportion.cli.main`` as ``app.add_typer(import_app, name="import")``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+import_app = typer.Typer(help="Turn another system's configuration into an apportion plan file.",
+                         no_args_is_help=True)
+
+
+@import_app.callback()
+def _group() -> None:
+    """Turn another system's configuration into an apportion plan file."""
+
+
+def _pairs(values: list[str], option: str) -> list[tuple[str, str]]:
+    pairs = []
+    for value in values:
+        name, eq, rest = value.partition("=")
+        if not eq or not name.strip() or not rest.strip():
+            raise typer.BadParameter(f"{value!r}: write NAME=VALUE", param_hint=option)
+        pairs.append((name.strip(), rest.strip()))
+    return pairs
+
+
+@import_app.command("ducc")
+def ducc(
+    directory: Path = typer.Argument(..., metavar="DIR", help="A DUCC resources directory: ducc.classes, node files, "
+                                     "ducc.users, ducc.properties (each optional)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write the plan here (YAML); "
+                                    "default: print it."),
+    memory: list[str] = typer.Option([], "--memory", "-m", metavar="HOSTS=GB",
+                                     help="Memory of a host, or of every host a range pattern names "
+                                     "(h[01-16]=64); repeatable; wins over simulated-cluster files."),
+    prop: list[str] = typer.Option([], "--property", "-p", metavar="KEY=VALUE",
+                                   help="A ducc.rm.* property (DUCC's own key), over ducc.properties; "
+                                   "repeatable. E.g. ducc.rm.share.quantum=15."),
+) -> None:
+    """Import a DUCC configuration as a plan: hosts with memory, and a `ducc:` section (docs/ducc-import.md)."""
+    from apportion.importers.ducc import load_ducc
+    from apportion.importers.ducc.to_plan import dump_plan_yaml
+    from apportion.importers.ducc.values import BadValue, read_memory
+    from apportion.plan import PlanError
+    from apportion.plan.hostnames import expand_hosts
+
+    err = Console(stderr=True)
+    sizes: dict[str, int | float] = {}
+    for pattern, text in _pairs(memory, "--memory"):
+        try:
+            names = expand_hosts(pattern)
+            gb = read_memory(text)
+        except (ValueError, BadValue) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--memory") from None
+        for name in names:
+            sizes[name] = gb
+    overrides = dict(_pairs(prop, "--property"))
+    try:
+        cfg = load_ducc(directory, properties=overrides, memory=sizes, properties_source="--property",
+                        memory_source="--memory")
+    except PlanError as e:
+        err.print(f"[bold red]{len(e.problems)} problem(s) in the DUCC configuration in {directory}:[/]",
+                  highlight=False, soft_wrap=True)
+        for p in e.problems:
+            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+    header = [f"apportion plan imported from the DUCC configuration in {directory}",
+              "by `apportion import ducc`; the ducc: section is described in docs/ducc-import.md"]
+    text = dump_plan_yaml(cfg, header)
+    unknown = [name for name, mem in cfg.hosts.items() if mem is None]
+    if out is None:
+        print(text, end="")
+    else:
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            err.print(f"[bold red]cannot write {out}:[/] {exc.strerror or exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        classes = sum(1 for c in cfg.classes.values() if not c.abstract)
+        err.print(f"[green]wrote[/] {out}: {len(cfg.hosts)} hosts, {len(cfg.nodepools)} nodepools, "
+                  f"{classes} classes, {len(cfg.users)} users", highlight=False, soft_wrap=True)
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        err.print(f"[yellow]note[/]: no memory size for {len(unknown)} host(s) ({shown}); give it with "
+                  "--memory HOSTS=GB", highlight=False, soft_wrap=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import_app()
