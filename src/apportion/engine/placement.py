@@ -45,6 +45,7 @@ class GroupIndex:
         self.hosts = hosts
         self.rank = {h.host.name: i for i, h in enumerate(hosts)}
         self._open: SortedList = SortedList()
+        self.keyed_by_free = policy in (AllocationPolicy.BALANCED, AllocationPolicy.BEST_FIT)
         # running sums, so that capacity is not a walk over every host each cycle
         self.slots_taking_work = 0
         self.not_taking: dict[str, HostLedger] = {}  # closed or unavailable hosts
@@ -92,12 +93,18 @@ class GroupIndex:
 
 
 def change_free(h: HostLedger, delta: int) -> None:
-    """Move a host's free count, keeping every group index that holds it in order."""
+    """Move a host's free count, keeping every group index that holds it in order.
+    A group whose order does not depend on free slots (stacked, exclusive) only
+    cares when the host fills up or gets room again."""
+    before = h.free
+    after = before + delta
     for g in h.groups:
-        g._discard(h)
-    h.free += delta
+        if g.keyed_by_free or before <= 0 or after <= 0:
+            g._discard(h)
+    h.free = after
     for g in h.groups:
-        g._add(h)
+        if g.keyed_by_free or before <= 0 or after <= 0:
+            g._add(h)
 
 
 def change_state(h: HostLedger, state: HostState) -> None:
