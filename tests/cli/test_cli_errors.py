@@ -123,3 +123,18 @@ def test_an_imported_ducc_plan_validates_and_its_errors_carry_lines(tmp_path):
     plan.write_text(text.replace("nodepool: nowhere", "nodepool: --default--", 1))
     r = apportion("solve", str(plan))
     assert r.returncode == 2 and "not in the engine yet" in r.stderr
+
+
+def test_an_engine_that_does_not_settle_is_reported_not_a_traceback(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import apportion.scenario.runner as runner
+    from apportion.cli.main import app
+
+    f = tmp_path / "s.yaml"
+    f.write_text("hosts: [{name: h1, slots: 2}]\nresource_groups: [{name: RG, hosts: [h1]}]\n"
+                 "consumers: [{path: /A}]\ntimeline: [{at: 0, requests: [{id: a, consumer: /A, max: 2}]}]\n")
+    monkeypatch.setattr(runner, "MAX_CYCLES_PER_SETTLE", 0)
+    r = CliRunner().invoke(app, ["solve", str(f)])
+    assert r.exit_code == 3
+    assert "did not reach a steady state" in r.output and "Traceback" not in r.output

@@ -128,3 +128,12 @@ def test_reclaim_for_a_multi_slot_instance_frees_one_host():
     assert sorted(marked.values()) == [6]
     assert s.holds("/A", "/B") == [6, 6]
     assert len(_hosts(s, "a")) == 1
+
+
+def test_best_fit_packs_the_smallest_host_that_takes_it():
+    hosts = [Host("big", 8), Host("mid", 4), Host("small", 2)]
+    plan = make_plan({"/A": {}}, host_list=hosts, alloc={"RG": AllocationPolicy.BEST_FIT})
+    s = Sim(plan).req("r1", "/A", 2).req("r2", "/A", 3).req("r3", "/A", 6).settle()
+    assert _hosts(s, "r1") == {"small": 2}  # the smallest space that fits
+    assert _hosts(s, "r2") == {"mid": 3}
+    assert _hosts(s, "r3") == {"big": 6}

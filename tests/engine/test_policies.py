@@ -313,3 +313,30 @@ def test_grace_zero_means_the_next_cycle_and_reclaimed_slots_stay_until_deadline
     assert s.holds("/A", "/B") == [18, 0]
     s.at(45)
     assert s.holds("/A", "/B") == [9, 9]
+
+
+def test_lend_to_named_consumers_only():
+    plan = make_plan({"/A": {"owned": 6, "lend": True, "lend_to": ("/C",)}, "/B": {}, "/C": {}},
+                     hosts=1)
+    s = Sim(plan).req("b", "/B", 6).settle()
+    assert s.holds("/B") == [0]
+    s.req("c", "/C", 6).settle()
+    assert s.holds("/C") == [6]
+    assert s.line("/A").lent == 6
+
+
+def test_a_reclaim_is_called_off_when_its_beneficiary_leaves():
+    # docs/policies.md, section 12: A (grace 60) holds 18; B asks, 9 are marked with
+    # deadline 60; at t=20 B's request ends: the 9 are called off, A keeps all 18
+    s = Sim(make_plan({"/A": {"grace": 60}, "/B": {}})).req("a", "/A", 100).settle()
+    s.req("b", "/B", 100).settle()
+    assert sum(r.slots for r in s.reclaims()) == 9
+    assert {r.deadline for r in s.reclaims()} == {60.0}
+    s.at(20)
+    s.e.release("b")
+    s.settle()
+    cancelled = [c for d in s.log for c in d.cancelled]
+    assert sum(c.slots for c in cancelled) == 9
+    assert s.e.state.reclaiming == {}
+    s.at(100)
+    assert s.holds("/A", "/B") == [18, 0]

@@ -41,7 +41,7 @@ def solve(
     json_out: bool = typer.Option(False, "--json", help="Print the snapshots as JSON (the stable contract)."),
 ) -> None:
     """Run a scenario through the engine and print the settled state after each step."""
-    from apportion.scenario.runner import run
+    from apportion.scenario.runner import SettleError, run
 
     scenario = _load(file)
     if scenario.plan.ducc is not None:
@@ -49,7 +49,12 @@ def solve(
                   "scheduling (quanta, nodepools, classes) is not in the engine yet, so it cannot "
                   "be solved; `apportion validate` checks it.", soft_wrap=True)
         raise typer.Exit(2)
-    snaps = run(scenario)
+    try:
+        snaps = run(scenario)
+    except SettleError as e:
+        err.print(f"[bold red]{file}:[/] the engine did not reach a steady state ({e}). That is a bug in "
+                  "apportion, not in the plan: please report it with this scenario.", soft_wrap=True)
+        raise typer.Exit(3) from None
     if json_out:
         print(json.dumps({"snapshots": snaps}, indent=1))
     else:
