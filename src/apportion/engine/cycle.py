@@ -4,7 +4,8 @@ The cycle reads the state, decides, and applies its own decisions to the state s
 that each phase sees what the previous one did. Order of the phases, which is the
 order in which a leaf with unmet demand is served (POLICY-NOTES section 4):
 
-0. removals: reclaims whose grace has run out are taken by force;
+0. removals: reclaims whose grace has run out are taken by force; reclaims whose
+   beneficiary no longer wants the slots are called off;
 1. per group: capacity, ownership honoured in rank order, pools, demand, deserved;
 2. own idle owned slots (an owner blocked by an ancestor's max reclaims within it);
 3. share-pool slots up to the deserved share, nearest pool first
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
+
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
@@ -263,9 +265,7 @@ class Cycle:
         inst = min(n, rs.unmet) // req.order
         if inst <= 0:
             if n > 0 and rs.unmet >= req.order:
-                # room for less than one instance: nothing this leaf can use here
-                self.stuck.add((req.consumer, g))
-                self.s.futile[(req.consumer, g)] = self.s.epoch
+                self._note_stuck(req.consumer, g)  # room for less than one instance
             return 0
         placed = 0
         for host, slots in choose_hosts(self.s.hosts, self.s.groups[g], req, req.consumer, inst):
@@ -276,11 +276,15 @@ class Cycle:
         if placed:
             self.want[req.consumer] -= placed
         if placed < inst * req.order:
-            # the group had the slots on its books but no host this request may use:
-            # the leaf must not hold up the surplus for others (see _pool_has_deficit)
-            self.stuck.add((req.consumer, g))
-            self.s.futile[(req.consumer, g)] = self.s.epoch
+            self._note_stuck(req.consumer, g)  # on the books, but no host may take it
         return placed
+
+    def _note_stuck(self, leaf: str, g: str) -> None:
+        """The leaf had room in ``g`` but could not place anything: it must not hold
+        up the surplus for others (``_pool_has_deficit``), and reclaiming for it is
+        futile until something outside the engine changes (``ClusterState.epoch``)."""
+        self.stuck.add((leaf, g))
+        self.s.futile[(leaf, g)] = self.s.epoch
 
     def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
                serve: Callable[[str, RequestState, str, GroupView], None]) -> None:
