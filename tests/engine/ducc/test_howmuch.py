@@ -1,0 +1,127 @@
+"""How Much for fair share: exact counts for the cases issue 3 lists."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from apportion.engine.ducc.howmuch import FairClass, JobAsk, how_much
+from apportion.engine.ducc.vmachines import OrderTables
+
+
+def machines(*orders: int) -> OrderTables:
+    return OrderTables.of(((o, o) for o in orders), max_order=max(orders))
+
+
+def test_equal_split_between_two_users():
+    # 10 machines of order 2 = 20 quanta; one class; two users with one order-1 job each
+    r = how_much([FairClass("normal")],
+                 [JobAsk("a", "alice", "normal", 1, 100), JobAsk("b", "bob", "normal", 1, 100, submitted=1)],
+                 machines(*[2] * 10))
+    assert r.counts == {"a": 10, "b": 10}
+    assert r.pure_fair_share == {"a": 10, "b": 10}
+
+
+def test_class_weights():
+    # weights 1 : 3 on 16 quanta
+    r = how_much([FairClass("low", weight=1), FairClass("high", weight=3)],
+                 [JobAsk("l", "u", "low", 1, 100), JobAsk("h", "u", "high", 1, 100)],
+                 machines(*[4] * 4))
+    assert r.counts == {"l": 4, "h": 12}
+
+
+def test_users_then_jobs_inside_a_class():
+    # alice has two jobs, bob one: users split 12 quanta 6 : 6, alice's jobs 3 : 3
+    r = how_much([FairClass("normal")],
+                 [JobAsk("a1", "alice", "normal", 1, 100), JobAsk("a2", "alice", "normal", 1, 100, submitted=1),
+                  JobAsk("b1", "bob", "normal", 1, 100, submitted=2)],
+                 machines(*[3] * 4))
+    assert r.counts == {"a1": 3, "a2": 3, "b1": 6}
+
+
+def test_a_job_capped_by_its_remaining_work_leaves_the_rest_to_others():
+    r = how_much([FairClass("normal")],
+                 [JobAsk("small", "alice", "normal", 1, 3), JobAsk("big", "bob", "normal", 1, 100)],
+                 machines(*[2] * 10))
+    assert r.counts == {"small": 3, "big": 17}
+    # a job that can run 3 processes deserves 3, not half of 20
+    assert r.pure_fair_share["small"] == 3
+
+
+def test_a_better_priority_class_is_served_first():
+    r = how_much([FairClass("urgent", priority=5), FairClass("normal", priority=10)],
+                 [JobAsk("n", "bob", "normal", 1, 100), JobAsk("u", "alice", "urgent", 1, 14)],
+                 machines(*[4] * 5))
+    assert r.counts == {"u": 14, "n": 6}
+
+
+def test_mixed_orders_a_small_job_is_not_starved_by_a_large_one():
+    # two order-4 machines = 8 quanta; an order-4 job and an order-1 job share them
+    # 4 : 4 in quanta: one big process and four small ones
+    r = how_much([FairClass("normal")],
+                 [JobAsk("big", "alice", "normal", 4, 10), JobAsk("small", "bob", "normal", 1, 10, submitted=1)],
+                 machines(4, 4))
+    assert r.counts == {"big": 1, "small": 4}
+
+
+def test_processes_must_fit_a_machine():
+    # order-3 processes on order-2 machines never fit: the order-1 job takes everything
+    r = how_much([FairClass("normal")],
+                 [JobAsk("big", "alice", "normal", 3, 10), JobAsk("small", "bob", "normal", 1, 10, submitted=1)],
+                 machines(2, 2, 2))
+    assert r.counts == {"big": 0, "small": 6}
+
+
+def test_leftover_quanta_go_as_bonus_to_who_can_use_them():
+    # 5 quanta on one order-5 machine; two order-2 jobs: 2.5 quanta each is 1 process
+    # each in the fair round, and the fifth quantum fits nobody: 1 left over
+    r = how_much([FairClass("normal")],
+                 [JobAsk("a", "alice", "normal", 2, 10), JobAsk("b", "bob", "normal", 2, 10, submitted=1)],
+                 machines(5))
+    assert r.counts == {"a": 1, "b": 1} and r.quanta_left == 1
+    # with an order-1 job beside them, it takes the spare quantum as a bonus
+    r = how_much([FairClass("normal")],
+                 [JobAsk("a", "alice", "normal", 2, 10), JobAsk("b", "bob", "normal", 2, 10, submitted=1),
+                  JobAsk("c", "carol", "normal", 1, 10, submitted=2)],
+                 machines(6))
+    assert sum(r.counts[j] * o for j, o in (("a", 2), ("b", 2), ("c", 1))) == 6 and r.quanta_left == 0
+
+
+@st.composite
+def cases(draw):
+    orders = draw(st.lists(st.integers(1, 6), min_size=1, max_size=8))
+    classes = [FairClass(f"c{i}", weight=draw(st.integers(1, 4)), priority=draw(st.sampled_from([1, 5, 10])))
+               for i in range(draw(st.integers(1, 3)))]
+    jobs = [JobAsk(f"j{k}", f"u{draw(st.integers(0, 3))}", draw(st.sampled_from(classes)).name,
+                   draw(st.integers(1, 4)), draw(st.integers(0, 12)), submitted=k)
+            for k in range(draw(st.integers(1, 8)))]
+    return orders, classes, jobs
+
+
+@given(cases())
+def test_counts_fit_the_machines_and_stay_within_caps(case):
+    orders, classes, jobs = case
+    t = machines(*orders)
+    before = (list(t.machines), list(t.virtual))
+    r = how_much(classes, jobs, t)
+    assert (t.machines, t.virtual) == before  # the caller's tables are not touched
+    assert sum(r.counts[j.id] * j.order for j in jobs if j.cap > 0) + r.quanta_left == sum(orders)
+    for j in jobs:
+        assert 0 <= r.counts.get(j.id, 0) <= j.cap
+        assert r.pure_fair_share.get(j.id, 0) <= r.counts.get(j.id, 0)
+    # nothing that still wants a process could have had one
+    assert not any(r.counts.get(j.id, 0) < j.cap and j.order <= max(orders)
+                   and r.quanta_left >= j.order and _still_fits(orders, jobs, r, j.order) for j in jobs)
+    # same input, same output
+    assert how_much(classes, jobs, t) == r
+
+
+def _still_fits(orders, jobs, r, order):
+    # replay the placement greedily by size to see whether an order-`order` hole is left
+    from apportion.engine.ducc.howmuch import _place
+
+    t = machines(*orders)
+    for j in sorted(jobs, key=lambda j: -j.order):
+        for _ in range(r.counts.get(j.id, 0)):
+            _place(t, j.order)
+    return t.shares[order] > 0 if order <= t.max_order else False
