@@ -184,3 +184,31 @@ def test_same_input_same_decisions(sc):
     _, d1 = play(plan, events)
     _, d2 = play(plan, events)
     assert d1 == d2
+
+
+@given(scenarios(), plans())
+def test_a_new_plan_under_running_work_keeps_the_invariants(sc, plan2):
+    plan, events = sc
+    e, _ = play(plan, events, check_invariants)
+    held_before = {a.id: (a.request, a.host, a.group, a.slots) for a in e.state.allocs.values()}
+    removed = e.apply_plan(plan2)
+    check_invariants_after_replan(e, plan2)
+    # only what the new plan cannot hold is removed, and each removal says why
+    assert all(r.reason.startswith("plan change: ") for r in removed)
+    kept = sum(a.slots for a in e.state.allocs.values())
+    assert kept + sum(r.slots for r in removed) == sum(x[3] for x in held_before.values())
+    # the new plan's consequences: decided now, given back after their grace
+    last = events[-1][0] if events else 0.0
+    settle(e, last)
+    advance(e, 1e9)
+    settle(e, 1e9)
+    assert not e.state.reclaiming
+    check_invariants(e)
+
+
+def check_invariants_after_replan(e, plan2) -> None:
+    names = {h.name for h in plan2.hosts}
+    for a in e.state.allocs.values():
+        assert a.host in names
+        c = e.state.consumers[a.consumer]
+        assert c.is_leaf and a.group in c.groups

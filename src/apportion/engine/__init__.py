@@ -22,6 +22,7 @@ from apportion.engine.model import (
     ShareEnforcement,
 )
 from apportion.engine.report import Report, build_report
+from apportion.engine.replan import rebuild
 from apportion.engine.state import ClusterState
 
 
@@ -46,6 +47,24 @@ class Engine:
     def release(self, request_id: str) -> None:
         """The client is done: every slot of the request goes back."""
         self.state.close_request(request_id)
+
+    def apply_plan(self, plan: Plan) -> list[Removal]:
+        """Put a new plan in force, atomically: the new state is built aside and swapped
+        in only when complete, so a failure leaves the old plan and state untouched.
+
+        Open requests and their allocations carry over. An allocation keeps its
+        source where the new plan still allows it (own stays own; a pool slot stays
+        in its pool if that pool still lies above the leaf; a borrowed slot stays
+        borrowed if the lender still lends to it), otherwise it counts as public-pool
+        use; the next cycles trim what is over a share, with grace. What the new plan
+        cannot hold at all is removed and returned: requests of consumers that are
+        gone or no longer leaves, allocations in groups the consumer is no longer
+        planned in, on hosts no longer in the plan or the group. Host states carry
+        over for hosts that remain."""
+        new = rebuild(self.state, plan)
+        self.state = new.state
+        self._views = {}
+        return new.removed
 
     def set_host_state(self, name: str, state: HostState) -> list[Removal]:
         """A host closes, opens, goes down (its allocations are lost) or comes back."""

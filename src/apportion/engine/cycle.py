@@ -159,6 +159,8 @@ class Cycle:
                 left -= take
             v.pool_size[node] = left
         self._normalise(v)
+        if gp.max_of:
+            self._trim_over_max(v)
         # demand: what each leaf holds here plus what its requests usable here still want
         unmet_g = s.unmet_g
         remaining: dict[str, int] = {}
@@ -214,6 +216,10 @@ class Cycle:
         slots it holds as its own (the lender gets its slot back); a leaf whose
         ownership shrank counts the excess as public-pool slots."""
         s = self.s
+        for leaf in v.gp.leaves:  # first, so that borrowers below see the result
+            u = s.usage.get((leaf, v.name))
+            if u is not None and u.lent:
+                self._lent_within_limit(v, leaf, u)
         for leaf in v.gp.leaves:
             u = s.usage.get((leaf, v.name))
             if u is None or (u.held == 0 and not u.lent):
@@ -233,9 +239,56 @@ class Cycle:
                 # fairness; a borrow-only leaf (ratio 0) may not keep pool slots at all
                 n = min(-idle, u.own)
                 self._retag(leaf, v.name, OWN, pool_source(ROOT), n, newest_first=True)
-                if v.settings[leaf].share_ratio == 0:
-                    self._mark(leaf, v.name, pool_source(ROOT), n, pool_source(ROOT), v.settings[leaf].grace,
-                               "ownership shrank")
+            # last, so that slots the lines above just made pool slots are seen too
+            self._return_unentitled(v, leaf, u)
+
+    def _return_unentitled(self, v: GroupView, leaf: str, u) -> None:
+        """After a plan change a leaf may hold slots of a pool it may no longer draw
+        from (a ratio of 0 on the way up): those go back, with the holder's grace."""
+        gp = v.gp
+        grace = v.settings[leaf].grace
+        for owner, n in list(u.pools.items()):
+            if owner not in gp.draws_from[leaf]:
+                src = pool_source(owner)
+                free = u.free_of(src)
+                if free > 0:
+                    self._mark(leaf, v.name, src, free, src, grace, "no longer entitled to this pool")
+
+    def _lent_within_limit(self, v: GroupView, leaf: str, u) -> None:
+        """Slots lent beyond the lender's limit (the plan lowered it, or turned lending
+        off) count as public-pool use of the borrower from now on, subject to fairness."""
+        st = v.settings[leaf]
+        owned = v.owned.get(leaf, 0)
+        limit = 0 if not st.lend else min(owned, owned if st.lend_limit is None else st.lend_limit)
+        over = u.lent_total - limit
+        for borrower in sorted(u.lent, key=lambda b: v.gp.index[b], reverse=True):
+            if over <= 0:
+                break
+            over = self._retag(borrower, v.name, lent_source(leaf), pool_source(ROOT), over, newest_first=True)
+
+    def _trim_over_max(self, v: GroupView) -> None:
+        """A consumer holding more than its max (the plan lowered it) gives the excess
+        back, newest first, pool and borrowed slots before owned ones, with grace."""
+        st = self.s.subtree_held[v.name]
+        for p, mx in v.gp.max_of.items():
+            held = st.get(p, 0)
+            if held <= mx:
+                continue
+            leaves = v.leaves_under.get(p) or [p]
+            marked = sum(sum(self.s.usage[(x, v.name)].marked.values()) for x in leaves
+                         if (x, v.name) in self.s.usage)
+            over = held - marked - mx
+            for x in sorted(leaves, key=lambda x: -v.gp.index[x]):
+                u = self.s.usage.get((x, v.name))
+                if u is None or over <= 0:
+                    continue
+                sources = [pool_source(o) for o in u.pools] + [lent_source(o) for o in u.borrowed] + [OWN]
+                for src in sources:
+                    n = min(over, u.free_of(src))
+                    if n > 0:
+                        over -= self._mark(x, v.name, src, n, "max:" + p, v.settings[x].grace, "above max")
+                    if over <= 0:
+                        break
 
     def _retag(self, leaf: str, g: str, src: str, dst: str, n: int, newest_first: bool = False) -> int:
         for a in sorted(self.s.of_source(leaf, g, src), key=lambda a: -a.id if newest_first else a.id):
@@ -247,6 +300,7 @@ class Cycle:
                 a = self.s.split(a, n)
             n -= a.slots
             self.s.retag(a, dst)
+            self.d.retagged += 1
         return n
 
     # -- helpers -------------------------------------------------------------

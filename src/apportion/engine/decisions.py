@@ -49,6 +49,10 @@ class Decisions:
     removals: list[Removal] = field(default_factory=list)
     lost: list[Removal] = field(default_factory=list)
     cancelled: list[Reclaim] = field(default_factory=list)  # reclaims called off: the holder keeps them
+    retagged: int = 0  # allocations whose source the books changed (no effect outside the engine)
 
     def __bool__(self) -> bool:
-        return bool(self.grants or self.reclaims or self.removals or self.lost or self.cancelled)
+        """True when the cycle changed anything, its own books included: a cycle that
+        only moved slots between sources may lead the next one to decide."""
+        return bool(self.grants or self.reclaims or self.removals or self.lost or self.cancelled
+                    or self.retagged)

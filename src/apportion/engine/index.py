@@ -22,7 +22,7 @@ def rank_key(s: GroupSettings, index: int) -> tuple[int, int]:
 class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
-                 "ancestors", "parent_of", "capped_parents", "draws_from", "owners")
+                 "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -77,6 +77,7 @@ class GroupPlan:
                 if p in self.settings and self.settings[p].max is not None)
         self._lender_order: dict[str, list[str]] = {}
         self.capped_parents = [p for p in self.parents if p != ROOT and self.settings[p].max is not None]
+        self.max_of = {p: st.max for p, st in self.settings.items() if st.max is not None}
 
     def may_borrow(self, borrower: str, lender: str) -> bool:
         if borrower == lender:
