@@ -121,7 +121,9 @@ def test_books_balance_in_every_snapshot(name):
     """Requests hold what their consumers hold, and no host gives more than it has."""
     sc = load_scenario(EXAMPLES / name)
     slots = {h.name: h.slots for h in sc.plan.hosts}
-    leaves = {c.path for c in sc.plan.consumers if c.is_leaf}
+    plans = [sc.plan] + [st.plan for st in sc.steps if st.plan is not None]
+    leaves = {c.path for plan in plans for c in plan.consumers if c.is_leaf}
+    slots = {h.name: h.slots for plan in plans for h in plan.hosts}
     for snap in _solve_file(str(EXAMPLES / name)):
         by_consumer = sum(c["held"] for p, c in snap["consumers"].items() if p in leaves)
         by_request = sum(r["held"] for r in snap["requests"].values())

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from pathlib import Path
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apportion.engine.model import Plan, Policy, ShareEnforcement
@@ -156,9 +157,76 @@ def _by_line(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line is None, p.line or 0))
 
 
+PLAN_SECTIONS = ("hosts", "resource_groups", "policy", "consumers")
+
+
 def _compile(
     data: Any, source: str, positions: Positions | None, scenario: bool, early: list[Problem] | None = None
 ) -> tuple[Plan, tuple[Any, ...]]:
+    plan, steps, _ = _compile_with_context(data, source, positions, scenario, early)
+    return plan, steps
+
+
+class _Replanner:
+    """Timeline steps that carry ``plan:``: a mapping whose sections replace the plan
+    in force (the others stay), or a plan file relative to the scenario. Each new
+    plan is compiled whole, with its own lines, and later steps are checked
+    against it."""
+
+    def __init__(self, data: Mapping[str, Any], source: str, positions: Positions | None, reporter: Reporter):
+        self.sections = {k: data[k] for k in PLAN_SECTIONS if k in data}
+        self.where = {k: (k,) for k in self.sections}  # where each section's lines are found
+        self.source = source
+        self.positions = dict(positions or {})
+        self.reporter = reporter
+
+    def __call__(self, index: int, raw: Any) -> tuple[Plan | None, Context | None]:
+        at: KeyPath = ("timeline", index, "plan")
+        if isinstance(raw, str):
+            path = Path(self.source).parent / raw
+            try:
+                doc = load_document(path)
+                plan, _, ctx = _compile_with_context(doc.data, doc.source, doc.positions, False, doc.problems)
+            except PlanError as e:
+                self.reporter.extend(e.problems)
+                return None, None
+            ctx.reporter = self.reporter
+            return plan, ctx
+        if not isinstance(raw, Mapping):
+            self.reporter.add(at, f"must be a mapping of plan sections or a plan file (got {show(raw)})")
+            return None, None
+        unknown = [k for k in raw if k not in PLAN_SECTIONS]
+        for k in unknown:
+            self.reporter.add(at + (k,), f"not a plan section; a step's plan may replace {', '.join(PLAN_SECTIONS)}")
+        given = {k: v for k, v in raw.items() if k in PLAN_SECTIONS}
+        sections = {**self.sections, **given}
+        where = {**self.where, **{k: at + (k,) for k in given}}
+        lines = {}
+        for k, prefix in where.items():
+            n = len(prefix)
+            for p, line in self.positions.items():
+                if p[:n] == prefix:
+                    lines[(k,) + p[n:]] = line
+        try:
+            plan, _, ctx = _compile_with_context(sections, self.source, lines, False)
+        except PlanError as e:
+            # name fields as they stand in the file: inside this step's plan, or at the top
+            prefix = f"timeline[{index}].plan."
+            self.reporter.extend(
+                replace(p, field=prefix + p.field) if p.field.split("[")[0].split(".")[0] in given else p
+                for p in e.problems
+            )
+            return None, None
+        if unknown:
+            return None, None
+        self.sections, self.where = sections, where
+        ctx.reporter = self.reporter
+        return plan, ctx
+
+
+def _compile_with_context(
+    data: Any, source: str, positions: Positions | None, scenario: bool, early: list[Problem] | None = None
+) -> tuple[Plan, tuple[Any, ...], Context]:
     reporter = Reporter(source, positions)
     items = _shape(data, reporter, scenario)
     shape_problems = _by_line(reporter.problems)
@@ -173,7 +241,7 @@ def _compile(
     compile_groups(ctx, items.groups)
     policy = _policy(ctx, items.policy)
     compile_consumers(ctx, items.consumers)
-    steps = compile_timeline(ctx, items.timeline) if scenario else ()
+    steps = compile_timeline(ctx, items.timeline, _Replanner(data, source, positions, reporter)) if scenario else ()
     ducc = _ducc_section(data, ctx, source, positions)
     problems = [*(early or []), *shape_problems, *_by_line(reporter.problems), *ducc[1]]
     if problems:
@@ -182,7 +250,7 @@ def _compile(
         hosts=tuple(ctx.hosts), groups=tuple(ctx.groups), consumers=ctx.compiled_consumers, policy=policy,
         ducc=ducc[0],
     )
-    return plan, steps
+    return plan, steps, ctx
 
 
 def _ducc_section(data: Any, ctx: Context, source: str, positions: Positions | None) -> tuple[Any, list[Problem]]:

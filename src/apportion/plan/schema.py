@@ -164,6 +164,7 @@ class StepIn(_Model):
     change: dict[Any, Any] = {}  # keys are request ids, validated one by one
     release: list[RequestId] = []
     hosts: HostChangesIn = HostChangesIn()
+    plan: Any = None  # a new plan from this step on: sections that replace the current ones, or a file
 
 
 class PlanFileIn(_Model):

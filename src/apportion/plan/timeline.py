@@ -188,8 +188,10 @@ class _Timeline:
         return HostChanges(**lists)
 
 
-def compile_timeline(ctx: Context, steps: list[TimelineItems]) -> tuple[Step, ...]:
-    """The scenario's steps, in order; problems go to ``ctx``."""
+def compile_timeline(ctx: Context, steps: list[TimelineItems], replan=None) -> tuple[Step, ...]:
+    """The scenario's steps, in order; problems go to ``ctx``. ``replan(index, raw)``
+    compiles a step's ``plan:`` and returns it with the context later steps are
+    checked against (or ``(None, None)`` when it has problems, already reported)."""
     timeline = _Timeline(ctx)
     compiled: list[Step] = []
     previous_at: float | None = None
@@ -207,6 +209,11 @@ def compile_timeline(ctx: Context, steps: list[TimelineItems]) -> tuple[Step, ..
                     f"at {m.at:g} is before the previous step's at {previous_at:g}; steps go in time order",
                 )
             previous_at = m.at if previous_at is None else max(previous_at, m.at)
+        new_plan = None
+        if m.plan is not None and replan is not None:
+            new_plan, new_ctx = replan(index, m.plan)
+            if new_ctx is not None:
+                timeline.ctx = new_ctx
         requests = [
             timeline.request(("timeline", index, "requests", j), r) for j, r in enumerate(items.requests)
         ]
@@ -224,6 +231,7 @@ def compile_timeline(ctx: Context, steps: list[TimelineItems]) -> tuple[Step, ..
                 change=changes,
                 release=tuple(m.release),
                 hosts=timeline.host_changes(index, m),
+                plan=new_plan,
             )
         )
     return tuple(compiled)

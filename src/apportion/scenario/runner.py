@@ -41,7 +41,9 @@ def advance(engine: Engine, until: float) -> list[Decisions]:
         out.extend(settle(engine, dl))
 
 
-def apply_step(engine: Engine, step: Step) -> None:
+def apply_step(engine: Engine, step: Step) -> list:
+    """Apply what happens at a step; returns what a new plan removed (if any)."""
+    removed = engine.apply_plan(step.plan) if step.plan is not None else []
     hc = step.hosts
     for name in hc.down:
         engine.set_host_state(name, HostState.DOWN)
@@ -56,9 +58,10 @@ def apply_step(engine: Engine, step: Step) -> None:
         engine.change(rid, min=ch.min, max=ch.max)
     for rid in step.release:
         engine.release(rid)
+    return removed
 
 
-def snapshot(engine: Engine, at: float, decided: list[Decisions]) -> dict[str, Any]:
+def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_plan=()) -> dict[str, Any]:
     rep = engine.report()
     consumers = {}
     for path, line in rep.consumers.items():
@@ -87,8 +90,14 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions]) -> dict[str, A
         "reclaims": sum(len(d.reclaims) for d in decided),
         "removals": sum(len(d.removals) for d in decided),
     }
-    return {"at": at, "consumers": consumers, "requests": requests, "reclaiming": reclaiming,
-            "lost": lost, "decisions": counts}
+    out = {"at": at, "consumers": consumers, "requests": requests, "reclaiming": reclaiming,
+           "lost": lost, "decisions": counts}
+    if removed_by_plan:
+        out["removed_by_plan"] = [
+            {"request": x.request, "host": x.host, "slots": x.slots, "consumer": x.consumer, "reason": x.reason}
+            for x in removed_by_plan
+        ]
+    return out
 
 
 def run(scenario: Scenario) -> list[dict[str, Any]]:
@@ -96,7 +105,7 @@ def run(scenario: Scenario) -> list[dict[str, Any]]:
     snaps = []
     for step in scenario.steps:
         decided = advance(engine, step.at)
-        apply_step(engine, step)
+        removed = apply_step(engine, step)
         decided += settle(engine, step.at)
-        snaps.append(snapshot(engine, step.at, decided))
+        snaps.append(snapshot(engine, step.at, decided, removed))
     return snaps
