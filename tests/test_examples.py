@@ -94,6 +94,7 @@ def test_the_examples_are_the_ones_tested_here():
         "07-hosts-down-and-overallocation.yaml",
         "08-priority-and-borrow-only.yaml",
         "09-placement-and-gang-requests.yaml",
+        "10-plan-change.yaml",
     ]
 
 
@@ -350,3 +351,16 @@ def test_09_placement_and_gang_requests():
     assert held(s[20], "/A", group="Stacked") == [6]
     assert hosts(s[30], "gang") == {"s1": 4}
     assert held(s[30], "/A", "/B", group="Stacked") == [4, 4]
+
+
+# -- 10 ---------------------------------------------------------------------------------
+
+
+def test_10_plan_change():
+    s = {snap["at"]: snap for snap in _solve_file(str(EXAMPLES / "10-plan-change.yaml"))}
+    assert held(s[0], "/A", "/B") == [9, 9]
+    assert held(s[10], "/A", "/B") == [9, 9]
+    assert [(r["request"], r["slots"], r["deadline"]) for r in s[10]["reclaiming"]] == [("b", 3, 40.0)]
+    assert [(r["request"], r["slots"], r["deadline"]) for r in s[20]["reclaiming"]] == [("b", 3, 40.0),
+                                                                                         ("b", 1, 50.0)]
+    assert held(s[60], "/A", "/B", "/C") == [10, 5, 3] and s[60]["reclaiming"] == []
