@@ -62,6 +62,7 @@ class HowMuch:
     counts: dict[str, int] = field(default_factory=dict)  # job -> processes
     pure_fair_share: dict[str, int] = field(default_factory=dict)  # job -> processes, before bonus
     quanta_left: int = 0
+    free: OrderTables | None = None  # the free space these counts leave, as How Much laid them out
 
 
 def how_much(classes: Iterable[FairClass], jobs: Iterable[JobAsk], tables: OrderTables) -> HowMuch:
@@ -78,6 +79,7 @@ def how_much(classes: Iterable[FairClass], jobs: Iterable[JobAsk], tables: Order
         band = [j for j in jobs if by_name[j.cls].priority == prio]
         _one_priority(band, by_name, free, out)
     out.quanta_left = free.shares[1] if free.max_order >= 1 else 0
+    out.free = free
     return out
 
 

@@ -41,6 +41,13 @@ class OrderTables:
             t.add_machine(order, free)
         return t
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OrderTables):
+            return NotImplemented
+        return self.machines == other.machines and self.virtual == other.virtual
+
+    __hash__ = None  # mutable
+
     @property
     def max_order(self) -> int:
         return len(self.machines) - 1
