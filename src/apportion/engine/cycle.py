@@ -186,7 +186,9 @@ class Cycle:
             if self.policy.base_quota:
                 v.static_pool[owner] = self.s.memo(("static", g, owner, size), lambda: round_shares(
                     planned(gp.tree, owner, size, under), gp.index))
-            need = {leaf: remaining[leaf] for leaf in under if remaining.get(leaf, 0) > 0}
+            # nobody can get more than the whole pool, so needs above its size change
+            # nothing: capping them keeps the memo key stable while they move about
+            need = {leaf: min(remaining[leaf], size) for leaf in under if remaining.get(leaf, 0) > 0}
             if not need:
                 continue
             caps = self._parent_caps(v, owner)
@@ -216,10 +218,9 @@ class Cycle:
         slots it holds as its own (the lender gets its slot back); a leaf whose
         ownership shrank counts the excess as public-pool slots."""
         s = self.s
-        for leaf in v.gp.leaves:  # first, so that borrowers below see the result
-            u = s.usage.get((leaf, v.name))
-            if u is not None and u.lent:
-                self._lent_within_limit(v, leaf, u)
+        for leaf in sorted(s.lending.get(v.name, ()), key=v.gp.index.__getitem__):
+            # first, so that the borrowers below see the result
+            self._lent_within_limit(v, leaf, s.usage[(leaf, v.name)])
         for leaf in v.gp.leaves:
             u = s.usage.get((leaf, v.name))
             if u is None or (u.held == 0 and not u.lent):

@@ -130,7 +130,8 @@ class ClusterState:
         self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
-        self.unmet_g: dict[tuple[str, str], int] = {}  # (leaf, group) -> unmet of requests usable there
+        self.unmet_g: dict[tuple[str, str], int] = {}
+        self.lending: dict[str, set[str]] = {}  # group -> leaves with slots lent out there  # (leaf, group) -> unmet of requests usable there
         self.reclaiming: dict[int, Allocation] = {}  # allocations marked for reclaim
         self.lost: list[Removal] = []  # removals seen since the last cycle (host down)
         self._next_id = 1
@@ -189,6 +190,13 @@ class ClusterState:
                 u.borrowed[who] = u.borrowed.get(who, 0) + d
                 lu = self.use(who, a.group)
                 lu.lent[a.consumer] = lu.lent.get(a.consumer, 0) + d
+                if lu.lent[a.consumer] == 0:
+                    del lu.lent[a.consumer]
+                lending = self.lending.setdefault(a.group, set())
+                if lu.lent:
+                    lending.add(who)
+                else:
+                    lending.discard(who)
         u.held += d
         key = (a.consumer, a.group, src)
         if sign > 0:
