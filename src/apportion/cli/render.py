@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich import box
 from rich.table import Table
 
 FIELDS = ("owns", "held", "owned", "borrowed", "shared", "lent", "deserved", "demand")
@@ -25,10 +26,10 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
                     groups.append(g)
         for g in groups:
             t = Table(title=f"t = {_fmt_time(snap['at'])}  ·  resource group {g}", title_justify="left",
-                      caption=HELP, caption_justify="left")
-            t.add_column("consumer")
+                      caption=HELP, caption_justify="left", box=box.SIMPLE_HEAD)
+            t.add_column("consumer", overflow="fold")
             for f in FIELDS:
-                t.add_column(f, justify="right")
+                t.add_column(f, justify="right", min_width=len(f), no_wrap=True)
             for path, line in snap["consumers"].items():
                 gl = line["groups"].get(g)
                 if gl is None:
