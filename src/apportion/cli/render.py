@@ -27,7 +27,8 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
         for g in groups:
             t = Table(title=f"t = {_fmt_time(snap['at'])}  ·  resource group {g}", title_justify="left",
                       caption=HELP, caption_justify="left", box=box.SIMPLE_HEAD)
-            t.add_column("consumer", overflow="fold")
+            names = ["  " * (p.count("/") - 1) + p.rsplit("/", 1)[-1] for p in snap["consumers"]]
+            t.add_column("consumer", overflow="fold", min_width=max([len("consumer")] + [len(n) for n in names]))
             for f in FIELDS:
                 t.add_column(f, justify="right", min_width=len(f), no_wrap=True)
             for path, line in snap["consumers"].items():
