@@ -138,3 +138,36 @@ def test_an_engine_that_does_not_settle_is_reported_not_a_traceback(tmp_path, mo
     r = CliRunner().invoke(app, ["solve", str(f)])
     assert r.exit_code == 3
     assert "did not reach a steady state" in r.output and "Traceback" not in r.output
+
+
+def test_plan_diff_shows_reclaims_with_deadlines_before_anything_is_applied(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text("""\
+hosts: [{name: "h[1-3]", slots: 6}]
+resource_groups: [{name: RG1, hosts: ["h[1-3]"]}]
+consumers:
+  - {path: /A, grace: 30}
+  - {path: /B, grace: 30}
+timeline:
+  - at: 0
+    requests: [{id: a, consumer: /A, max: 100}, {id: b, consumer: /B, max: 100}]
+  - at: 10
+""")
+    new = tmp_path / "new.yaml"
+    new.write_text("""\
+hosts: [{name: "h[1-3]", slots: 6}]
+resource_groups: [{name: RG1, hosts: ["h[1-3]"]}]
+consumers:
+  - {path: /A, share_ratio: 2, grace: 30}
+  - {path: /B, grace: 30}
+""")
+    r = apportion("plan", "diff", str(old), str(new), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["moves"] == [] and d["removed"] == []
+    assert [(x["request"], x["slots"], x["deadline"]) for x in d["reclaims"]] == [("b", 3, 40.0)]
+    assert d["deserved"]["/A"]["RG1"] == {"before": 9, "after": 12}
+    # a bad new plan is refused with its problems and changes nothing
+    new.write_text(new.read_text().replace("share_ratio: 2", "share_ratio: -1"))
+    r = apportion("plan", "diff", str(old), str(new))
+    assert r.returncode == 2 and "share_ratio" in r.stderr and "Traceback" not in r.stderr

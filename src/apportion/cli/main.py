@@ -74,5 +74,61 @@ def validate(file: Path = typer.Argument(..., help="A plan or scenario file (YAM
               f"{len(sc.plan.consumers)} consumers, {len(sc.steps)} timeline steps{extra}", soft_wrap=True)
 
 
+plan_app = typer.Typer(help="Plans: what a change would do before it is applied.", no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+
+
+@plan_app.command("diff")
+def plan_diff_cmd(
+    old: Path = typer.Argument(..., help="The plan in force, as a scenario: its timeline is played to the end."),
+    new: Path = typer.Argument(..., help="The new plan (its timeline, if any, is ignored)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """What putting NEW in force would do to the cluster OLD describes: reclaims with
+    their deadlines, allocations removed, deserved shares before and after."""
+    from apportion.plan import PlanError, load_plan
+    from apportion.scenario.diff import plan_diff
+
+    scenario = _load(old)
+    try:
+        new_plan = load_plan(new)
+    except PlanError as e:
+        err.print(f"[bold red]{len(e.problems)} problem(s) in {new}:[/]")
+        for p in e.problems:
+            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    result = plan_diff(scenario, new_plan)
+    if json_out:
+        print(json.dumps(result, indent=1))
+        return
+    from rich.table import Table
+
+    out.print(f"At t = {result['at']:g}s, putting {new} in force would:")
+    if result["reclaims"]:
+        t = Table(title="reclaim (the holder keeps the slots until the deadline)", title_justify="left")
+        for col in ("request", "host", "slots", "deadline", "for", "reason"):
+            t.add_column(col)
+        for r in result["reclaims"]:
+            t.add_row(r["request"], r["host"], str(r["slots"]), f"{r['deadline']:g}s", r["for"], r["reason"])
+        out.print(t)
+    if result["removed"]:
+        t = Table(title="remove at once (the new plan cannot hold them)", title_justify="left")
+        for col in ("request", "host", "slots", "reason"):
+            t.add_column(col)
+        for r in result["removed"]:
+            t.add_row(r["request"], r["host"], str(r["slots"]), r["reason"])
+        out.print(t)
+    if result["deserved"]:
+        t = Table(title="deserved shares that change", title_justify="left")
+        for col in ("consumer", "group", "before", "after"):
+            t.add_column(col)
+        for path, groups in result["deserved"].items():
+            for g, v in groups.items():
+                t.add_row(path, g, "-" if v["before"] is None else str(v["before"]), str(v["after"]))
+        out.print(t)
+    if not (result["reclaims"] or result["removed"] or result["deserved"]):
+        out.print("nothing: no reclaim, no removal, no deserved share changes.")
+
+
 def main() -> None:  # pragma: no cover
     app()
