@@ -192,15 +192,42 @@ class Cycle:
             if not need:
                 continue
             caps = self._parent_caps(v, owner)
-            key = ("pool", g, owner, size, parent_mode, dynamic, tuple(need.items()),
-                   tuple(sorted(caps.items())) if caps else None)
-            got = self.s.memo(key, lambda: divide_pool(gp.tree, owner, size, need, parent_mode, dynamic,
-                                                       caps.get if caps else None)[0])
+            got = self._division(gp, g, owner, size, need, caps, parent_mode, dynamic)
             v.deserved_pool[owner] = got
             for leaf, n in got.items():
                 remaining[leaf] -= n
                 v.deserved[leaf] += n
         return v
+
+    def _division(self, gp: GroupPlan, g: str, owner: str, size: int, need: dict[str, int],
+                  caps: dict[str, int], parent_mode: bool, dynamic: bool) -> dict[str, int]:
+        """A pool's division, reusing last cycle's when it cannot have changed.
+
+        Why reuse is exact: in a water-fill, a leaf that got less than its need
+        (unsaturated) weighs on the result only by standing above its share, not by
+        how far above. So when the pool, the caps and the set of leaves are the same,
+        and every leaf whose need changed was unsaturated before and still needs more
+        than its old exact share, the old division stands. (Leaf mode: its planned
+        part min(plan, need) is then unchanged too, and it stays unsaturated in the
+        spread; static quota: its share min(plan, need) is unchanged.)"""
+        key = (g, owner)
+        last = self.s.divisions.get(key)
+        if last is not None:
+            l_size, l_modes, l_caps, l_need, l_exact, l_got = last
+            if l_size == size and l_modes == (parent_mode, dynamic) and l_caps == caps \
+                    and l_need.keys() == need.keys():
+                for leaf, n in need.items():
+                    old = l_need[leaf]
+                    if n != old:
+                        share = l_exact.get(leaf, 0)
+                        if not (share < old and share < n):
+                            break
+                else:
+                    self.s.divisions[key] = (size, (parent_mode, dynamic), caps, need, l_exact, l_got)
+                    return l_got
+        got, exact = divide_pool(gp.tree, owner, size, need, parent_mode, dynamic, caps.get if caps else None)
+        self.s.divisions[key] = (size, (parent_mode, dynamic), caps, need, exact, got)
+        return got
 
     def _parent_caps(self, v: GroupView, owner: str) -> dict[str, int]:
         """A parent's ``max`` limits what its subtree may still deserve from this pool:

@@ -145,6 +145,8 @@ class ClusterState:
             self.ancestors[c.path] = tuple(chain)  # nearest first, root excluded
         self._group_plans: dict[str, GroupPlan] = {}
         self._memo: dict[tuple, object] = {}
+        # (group, pool owner) -> the last division of that pool and its inputs (Cycle._division)
+        self.divisions: dict[tuple[str, str], tuple] = {}
         # (leaf, group) -> epoch: the leaf could not place slots it had room for; it
         # reclaims nothing for that group until the world changes (a new epoch)
         self.futile: dict[tuple[str, str], int] = {}
