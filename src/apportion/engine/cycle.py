@@ -480,10 +480,22 @@ class Cycle:
         return v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0)
 
     def _serve_pool(self) -> None:
-        candidates = self._under_idle_pools()
-        if not candidates:
-            return
         for quotas in self._quota_passes():
+            # only leaves below their quota in a pool that has idle slots: in a settled
+            # cluster most leaves that want more already have their share
+            candidates = set()
+            for g, v in self.views.items():
+                q = quotas(v)
+                for owner, shares in q.items():
+                    if self._pool_idle(g, v, owner) <= 0:
+                        continue
+                    for leaf in shares:
+                        if self.want.get(leaf, 0) > 0 and self.s.unmet_g.get((leaf, g), 0) > 0 \
+                                and self._pool_room(leaf, g, v, q, owner) > 0:
+                            candidates.add(leaf)
+            if not candidates:
+                continue
+
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 q = quotas(v)
                 return any(self._pool_idle(g, v, o) > 0 and self._pool_room(leaf, g, v, q, o) > 0
