@@ -47,8 +47,7 @@ def _read_paths(ctx: Context, items: list[Checked[ConsumerIn]]) -> dict[str, int
     """Register every readable path; keep the valid, first-seen ones in ``ctx.consumers``."""
     first_index: dict[str, int] = {}
     for index, item in enumerate(items):
-        raw_path = item.raw.get("path") if isinstance(item.raw, dict) else None
-        path = item.model.path if item.model else raw_path
+        path = item.value("path")
         if not isinstance(path, str):
             ctx.consumers_complete = False
             continue

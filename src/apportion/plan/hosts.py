@@ -20,8 +20,7 @@ def compile_hosts(ctx: Context, items: list[Checked[HostIn]]) -> None:
     first_seen: dict[str, int] = {}
     for index, item in enumerate(items):
         where: KeyPath = ("hosts", index, "name")
-        raw_name = item.raw.get("name") if isinstance(item.raw, dict) else None
-        name = item.model.name if item.model else raw_name
+        name = item.value("name")
         if not isinstance(name, str):
             ctx.hosts_complete = False
             continue
@@ -122,8 +121,7 @@ def compile_groups(ctx: Context, items: list[Checked[ResourceGroupIn]]) -> None:
     """ResourceGroups in plan order; names unique."""
     first_seen: dict[str, int] = {}
     for index, item in enumerate(items):
-        raw_name = item.raw.get("name") if isinstance(item.raw, dict) else None
-        name = item.model.name if item.model else raw_name
+        name = item.value("name")
         if not isinstance(name, str):
             ctx.groups_complete = False
             continue

@@ -279,6 +279,13 @@ class Checked(Generic[M]):
     def tainted(self) -> bool:
         return bool(self.errors)
 
+    def value(self, key: str) -> Any:
+        """A field as validated, or as written when the item could not be validated
+        (None when it is not there): names are still worth knowing then."""
+        if self.model is not None:
+            return getattr(self.model, key)
+        return self.raw.get(key) if isinstance(self.raw, dict) else None
+
     def intact(self, *paths: KeyPath) -> bool:
         """True when no problem touched any of ``paths`` (or a mapping that holds one of them)."""
         for loc, _ in self.errors:

@@ -50,7 +50,7 @@ class _Timeline:
         ctx, m = self.ctx, item.model
         label = f"timeline[{where[1]}].requests[{where[3]}]"
         if m is None:
-            raw_id = item.raw.get("id") if isinstance(item.raw, dict) else None
+            raw_id = item.value("id")
             if isinstance(raw_id, int) and not isinstance(raw_id, bool):
                 raw_id = str(raw_id)
             if isinstance(raw_id, str) and raw_id:
