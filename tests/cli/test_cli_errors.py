@@ -171,3 +171,20 @@ consumers:
     new.write_text(new.read_text().replace("share_ratio: 2", "share_ratio: -1"))
     r = apportion("plan", "diff", str(old), str(new))
     assert r.returncode == 2 and "share_ratio" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_solve_tells_what_a_new_plan_removed(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("""\
+hosts: [{name: "h[1-3]", slots: 6}]
+resource_groups: [{name: RG, hosts: ["h[1-3]"]}]
+consumers: [{path: /A}, {path: /B}]
+timeline:
+  - at: 0
+    requests: [{id: a, consumer: /A, max: 100}, {id: b, consumer: /B, max: 100}]
+  - at: 10
+    plan: {consumers: [{path: /A}]}
+""")
+    r = apportion("solve", str(f))
+    assert r.returncode == 0, r.stderr
+    assert "removed by the new plan" in r.stdout and "consumer no longer a leaf" in r.stdout

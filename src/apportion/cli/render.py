@@ -55,6 +55,10 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
             for r in snap["reclaiming"]:
                 t.add_row(r["request"], r["host"], str(r["slots"]), _fmt_time(r["deadline"]), r["for"])
             console.print(t)
+        if snap.get("removed_by_plan"):
+            console.print("[bold yellow]removed by the new plan:[/] " + "; ".join(
+                f"{x['request']}@{x['host']} ({x['slots']}): {x['reason']}" for x in snap["removed_by_plan"]),
+                soft_wrap=True)
         if snap.get("lost"):
             console.print("[bold red]lost:[/] " + ", ".join(
                 f"{x['request']}@{x['host']} ({x['slots']})" for x in snap["lost"]))
