@@ -187,4 +187,4 @@ timeline:
 """)
     r = apportion("solve", str(f))
     assert r.returncode == 0, r.stderr
-    assert "removed by the new plan" in r.stdout and "consumer no longer a leaf" in r.stdout
+    assert "removed by the new plan" in r.stdout and "/B is no longer in the plan" in r.stdout

@@ -31,8 +31,10 @@ def rebuild(old: ClusterState, plan: Plan) -> Rebuilt:
     for rid, rs in old.requests.items():
         c = new.consumers.get(rs.spec.consumer)
         if c is None or not c.is_leaf:
+            why = (f"{rs.spec.consumer} is no longer in the plan" if c is None
+                   else f"{rs.spec.consumer} is no longer a leaf consumer")
             for a in rs.allocs.values():
-                out.removed.append(_gone(a, "plan change: consumer no longer a leaf of the plan"))
+                out.removed.append(_gone(a, "plan change: " + why))
             continue
         new.add_request(rs.spec)
         nrs = new.requests[rid]
