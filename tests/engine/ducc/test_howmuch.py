@@ -114,3 +114,11 @@ def test_counts_fit_the_machines_and_stay_within_caps(case):
                    for j in jobs)
     # same input, same output
     assert how_much(classes, jobs, t) == r
+
+
+def test_leftover_ties_go_by_user_name_not_by_arrival():
+    # 3 quanta, two users with one order-1 job each: the odd quantum goes to alice
+    # (users by name), although bob's job came first
+    r = how_much([FairClass("c")], [JobAsk("jb", "bob", "c", 1, 10), JobAsk("ja", "alice", "c", 1, 10, submitted=1)],
+                 machines(3))
+    assert r.counts == {"jb": 1, "ja": 2}
