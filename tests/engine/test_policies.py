@@ -340,3 +340,15 @@ def test_a_reclaim_is_called_off_when_its_beneficiary_leaves():
     assert s.e.state.reclaiming == {}
     s.at(100)
     assert s.holds("/A", "/B") == [18, 0]
+
+
+def test_shortfall_is_held_below_the_guarantee_while_demand_is_unmet():
+    # A owns 12 and lends them; B borrows all 12; A asks for 8 and B's grace is 30:
+    # until the deadline A is 8 short of its guarantee, B none; then nobody is short
+    plan = make_plan({"/A": {"owned": 12, "lend": True, "grace": 60}, "/B": {"grace": 30}}, hosts=2)
+    s = Sim(plan).req("b", "/B", 12).settle()
+    assert s.line("/A").shortfall == 0  # owns 12 but wants nothing
+    s.req("a", "/A", 8).settle()
+    assert (s.line("/A").shortfall, s.line("/B").shortfall) == (8, 0)
+    s.at(30)
+    assert (s.line("/A").shortfall, s.holds("/A", "/B")) == (0, [8, 4])

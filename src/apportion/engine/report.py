@@ -24,6 +24,7 @@ class GroupLine:
     deserved: int = 0
     demand: int = 0
     planned_owned: int = 0  # effective ownership in force (after overallocation)
+    shortfall: int = 0  # held below the guarantee while demand is unmet (EGO reports)
 
 
 @dataclass(slots=True)
@@ -65,6 +66,9 @@ def build_report(state: ClusterState, views: dict) -> Report:
                 if v is not None:
                     gl.deserved += v.deserved.get(leaf, 0)
                     gl.demand += v.demand.get(leaf, 0)
+                    # the guarantee is what the leaf owns, as far as it wants it
+                    guarantee = min(v.demand.get(leaf, 0), v.owned.get(leaf, 0))
+                    gl.shortfall += max(0, guarantee - (u.held if u else 0))
                 if u is None:
                     continue
                 gl.held += u.held

@@ -71,7 +71,7 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_pla
                 g: {
                     "held": gl.held, "owned": gl.owned, "borrowed": gl.borrowed, "shared": gl.shared,
                     "lent": gl.lent, "deserved": gl.deserved, "demand": gl.demand,
-                    "planned_owned": gl.planned_owned,
+                    "planned_owned": gl.planned_owned, "shortfall": gl.shortfall,
                 }
                 for g, gl in line.groups.items()
             },
