@@ -79,7 +79,7 @@ class Engine:
 
     def next_deadline(self) -> float | None:
         """The earliest reclaim deadline still pending, if any."""
-        return min((a.reclaim.deadline for a in self.state.reclaiming.values()), default=None)
+        return self.state.next_deadline()
 
     def report(self) -> Report:
         return build_report(self.state, self._views)

@@ -114,9 +114,7 @@ class Cycle:
 
     # -- 0. forced removals ------------------------------------------------
     def _expire(self) -> None:
-        due = [a for a in self.s.reclaiming.values() if a.reclaim.deadline <= self.now]
-        due.sort(key=lambda a: (a.reclaim.deadline, a.id))
-        for a in due:
+        for a in self.s.due(self.now):
             self.d.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots,
                                            "reclaimed: " + a.reclaim.reason))
             self.first.add(a.reclaim.beneficiary)
@@ -126,12 +124,10 @@ class Cycle:
         """A beneficiary that no longer wants what is being reclaimed for it (it was
         released, or it lowered its max) lets the holder keep the slots."""
         s = self.s
-        by_leaf: dict[str, list] = {}
-        for a in s.reclaiming.values():
-            by_leaf.setdefault(a.reclaim.beneficiary, []).append(a)
-        for leaf, marked in by_leaf.items():
+        for leaf in sorted(s.reclaim_for):
             if leaf not in s.consumers:
                 continue  # for a pool that shrank ("pool:/P"): kept until the pool fits again
+            marked = list(s.reclaim_for[leaf].values())
             extra = sum(a.slots for a in marked) - s.unmet.get(leaf, 0)
             for a in sorted(marked, key=lambda a: (-a.reclaim.deadline, -a.id)):
                 if extra <= 0:

@@ -13,6 +13,7 @@ allocation. The state has no clock and does no I/O.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -125,7 +126,11 @@ class ClusterState:
         self.requests_of: dict[str, dict[str, RequestState]] = {}  # leaf -> its open requests, in arrival order
         self.allocs: dict[int, Allocation] = {}
         self.by_host: dict[str, dict[int, Allocation]] = {n: {} for n in self.hosts}
+        # (leaf, group, source) -> its allocations NOT marked for reclaim, in the order
+        # they came to the source: what reclaim and retagging choose from, newest last
         self.by_source: dict[tuple[str, str, str], dict[int, Allocation]] = {}
+        # beneficiary -> allocations being reclaimed for it
+        self.reclaim_for: dict[str, dict[int, Allocation]] = {}
         self.usage: dict[tuple[str, str], Usage] = {}
         self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
@@ -133,6 +138,7 @@ class ClusterState:
         self.unmet_g: dict[tuple[str, str], int] = {}
         self.lending: dict[str, set[str]] = {}  # group -> leaves with slots lent out there  # (leaf, group) -> unmet of requests usable there
         self.reclaiming: dict[int, Allocation] = {}  # allocations marked for reclaim
+        self._deadlines: list[tuple[float, int]] = []  # heap of (deadline, allocation id); stale entries skipped
         self.lost: list[Removal] = []  # removals seen since the last cycle (host down)
         self._next_id = 1
         self.ancestors: dict[str, tuple[str, ...]] = {}
@@ -200,12 +206,20 @@ class ClusterState:
                 else:
                     lending.discard(who)
         u.held += d
-        key = (a.consumer, a.group, src)
-        if sign > 0:
-            self.by_source.setdefault(key, {})[a.id] = a
+        if a.reclaim is None:
+            key = (a.consumer, a.group, src)
+            if sign > 0:
+                self.by_source.setdefault(key, {})[a.id] = a
+            else:
+                self.by_source.get(key, {}).pop(a.id, None)
         else:
-            self.by_source.get(key, {}).pop(a.id, None)
-        if a.reclaim is not None:
+            mine = self.reclaim_for.setdefault(a.reclaim.beneficiary, {})
+            if sign > 0:
+                mine[a.id] = a
+            else:
+                mine.pop(a.id, None)
+                if not mine:
+                    del self.reclaim_for[a.reclaim.beneficiary]
             u.marked[src] = u.marked.get(src, 0) + d
             bu = self.use(a.reclaim.beneficiary, a.group) if a.reclaim.beneficiary in self.consumers else None
             if bu is not None:
@@ -345,6 +359,7 @@ class ClusterState:
             rs.allocs[b.id] = b
         if b.reclaim is not None:
             self.reclaiming[b.id] = b
+            heapq.heappush(self._deadlines, (b.reclaim.deadline, b.id))
         self._count(b, +1)
         return b
 
@@ -360,6 +375,7 @@ class ClusterState:
         a.reclaim = mark
         self._count(a, +1)
         self.reclaiming[a.id] = a
+        heapq.heappush(self._deadlines, (mark.deadline, a.id))
         return a
 
     def unmark(self, a: Allocation) -> None:
@@ -370,7 +386,29 @@ class ClusterState:
         self.reclaiming.pop(a.id, None)
 
     def of_source(self, leaf: str, group: str, source: str) -> Iterable[Allocation]:
+        """What ``leaf`` holds from ``source`` in ``group`` and is not being reclaimed."""
         return self.by_source.get((leaf, group, source), {}).values()
+
+    def _live_deadline(self, entry: tuple[float, int]) -> Allocation | None:
+        a = self.reclaiming.get(entry[1])
+        return a if a is not None and a.reclaim.deadline == entry[0] else None
+
+    def due(self, now: float) -> list[Allocation]:
+        """Marked allocations whose deadline has come, by deadline then id (a heap,
+        so a cycle does not look at every reclaim still in its grace period)."""
+        heap = self._deadlines
+        out: dict[int, Allocation] = {}
+        while heap and heap[0][0] <= now:
+            a = self._live_deadline(heapq.heappop(heap))
+            if a is not None:
+                out[a.id] = a
+        return sorted(out.values(), key=lambda a: (a.reclaim.deadline, a.id))
+
+    def next_deadline(self) -> float | None:
+        heap = self._deadlines
+        while heap and self._live_deadline(heap[0]) is None:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     # -- hosts ----------------------------------------------------------------
     def set_host_state(self, name: str, state: HostState) -> list[Removal]:
