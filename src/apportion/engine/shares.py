@@ -11,7 +11,7 @@ branches that still have unmet demand (seed 004).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from math import floor
 
 from gmpy2 import mpq as Fraction  # exact rationals, fast
@@ -26,7 +26,7 @@ class ShareTree:
     is better, None last) and ``index`` (plan order) come from the plan.
     """
 
-    __slots__ = ("children", "ratio", "band", "index", "_planned")
+    __slots__ = ("children", "ratio", "band", "index", "parent", "depth", "_planned", "_bands")
 
     def __init__(
         self,
@@ -39,30 +39,63 @@ class ShareTree:
         self.ratio = ratio
         self.band = {p: (INF if v is None else v) for p, v in priority.items()}
         self.index = index
+        self.parent: dict[str, str] = {k: p for p, kids in children.items() for k in kids}
+        self.depth: dict[str, int] = {}
+        for node in index:  # plan order: parents before children
+            p = self.parent.get(node)
+            self.depth[node] = 0 if p is None else self.depth.get(p, 0) + 1
         self._planned: dict[tuple[str, int], dict[str, Fraction]] = {}
+        self._bands: dict[str, list[list[str]]] = {}
 
     def bands(self, node: str) -> list[list[str]]:
         """Children with a positive ratio, grouped by priority, best band first."""
-        by_band: dict[float, list[str]] = {}
-        for child in self.children.get(node, ()):
-            if self.ratio[child] > 0:
-                by_band.setdefault(self.band[child], []).append(child)
-        return [by_band[k] for k in sorted(by_band)]
+        got = self._bands.get(node)
+        if got is None:
+            by_band: dict[float, list[str]] = {}
+            for child in self.children.get(node, ()):
+                if self.ratio[child] > 0:
+                    by_band.setdefault(self.band[child], []).append(child)
+            got = self._bands[node] = [by_band[k] for k in sorted(by_band)]
+        return got
+
+    def support(self, top: str, leaves: Iterable[str]) -> list[str]:
+        """``leaves`` that take part in a division below ``top`` (no ratio-0 node on
+        the way up) and every node between them and ``top``, deepest first: the
+        only nodes whose sums a division needs, however large the subtree."""
+        parent, ratio = self.parent, self.ratio
+        seen: set[str] = set()
+        for leaf in leaves:
+            path = []
+            node = leaf
+            while node != top and node not in seen:  # above a seen node, all is known
+                if ratio[node] <= 0:
+                    break
+                path.append(node)
+                node = parent[node]
+            else:
+                seen.update(path)
+        seen.add(top)
+        depth = self.depth
+        return sorted(seen, key=lambda n: -depth.get(n, 0))
 
 
 def _weighted_fill(amount: Fraction, members: list[str], weight: Mapping[str, int],
                    cap: Mapping[str, Fraction]) -> dict[str, Fraction]:
     """Split ``amount`` by weight, no member above its cap (classic water-filling)."""
+    if len(members) == 1:
+        m = members[0]
+        c = cap[m]
+        return {m: Fraction(c) if c <= amount else amount}
     out: dict[str, Fraction] = {}
     live = sorted(members, key=lambda m: cap[m] / weight[m])
     total_w = sum(weight[m] for m in live)
     left = amount
     for i, m in enumerate(live):
-        fair = left * weight[m] / total_w
-        if cap[m] <= fair:
-            out[m] = Fraction(cap[m])
-            left -= cap[m]
-            total_w -= weight[m]
+        c, w = cap[m], weight[m]
+        if c * total_w <= left * w:  # c <= left * w / total_w, without the division
+            out[m] = Fraction(c)
+            left -= c
+            total_w -= w
         else:
             for rest in live[i:]:
                 out[rest] = left * weight[rest] / total_w
@@ -76,25 +109,24 @@ def waterfill(tree: ShareTree, top: str, amount: Fraction,
     nobody above its need. ``need`` must hold every node's need (a parent's need is
     what its subtree can still use). Returns what each leaf gets."""
     got: dict[str, Fraction] = {}
+    children, bands, ratio, need_of = tree.children, tree.bands, tree.ratio, need.get
     stack = [(top, amount)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, amt = stack.pop()
-        kids = tree.children.get(node, ())
-        if not kids:
+        node, amt = pop()
+        if not children.get(node):
             if node != top or amt:
-                got[node] = got.get(node, Fraction(0)) + amt
+                got[node] = got[node] + amt if node in got else amt
             continue
-        for band in tree.bands(node):
+        for band in bands(node):
             if amt <= 0:
                 break
-            hungry = [c for c in band if need.get(c, 0) > 0]
+            hungry = [c for c in band if need_of(c, 0) > 0]
             if not hungry:
                 continue
-            split = _weighted_fill(amt, hungry, tree.ratio, need)
-            for child in hungry:
-                share = split.get(child, Fraction(0))
+            for child, share in _weighted_fill(amt, hungry, ratio, need).items():
                 if share:
-                    stack.append((child, share))
+                    push((child, share))
                     amt -= share
     return got
 
@@ -135,33 +167,27 @@ def _planned(tree: ShareTree, top: str, amount: int) -> dict[str, Fraction]:
 def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
                  cap: Callable[[str], float | None] | None = None) -> dict[str, Fraction]:
     """Each node's need: the sum of its children's, no more than its own cap. A
-    subtree below a ratio-0 node takes nothing from this pool: its needs are 0."""
-    need: dict[str, Fraction] = {}
+    subtree below a ratio-0 node takes nothing from this pool: its needs are 0.
+    Nodes absent from the result need nothing (only the support is visited); the
+    result lists nodes deepest first, ``top`` last."""
     zero = Fraction(0)
-    binding: list[str] = []
-
-    def visit(node: str, blocked: bool) -> Fraction:
-        kids = tree.children.get(node, ())
-        if not kids:
-            n = zero if blocked else Fraction(leaf_need.get(node, 0))
-        else:
-            n = zero
-            for k in kids:
-                kb = blocked or tree.ratio[k] <= 0
-                v = visit(k, kb)
-                if not kb:
-                    n += v
+    need: dict[str, Fraction] = {}
+    acc: dict[str, Fraction] = {}
+    binding = False
+    parent = tree.parent
+    for node in tree.support(top, [leaf for leaf, n in leaf_need.items() if n > 0]):
+        n = acc.get(node, zero) if tree.children.get(node) else Fraction(leaf_need.get(node, 0))
         if cap is not None and node != top and n > 0:
             c = cap(node)
             if c is not None and c < n:
                 n = Fraction(max(0, int(c)))
-                binding.append(node)
+                binding = True
         need[node] = n
-        return n
-
-    visit(top, False)
+        if node != top:
+            p = parent[node]
+            acc[p] = acc.get(p, zero) + n
     if binding:
-        need["\0binding"] = Fraction(len(binding))  # a cap changed something below top
+        need["\0binding"] = Fraction(1)  # a cap changed something below top
     return need
 
 
@@ -241,21 +267,23 @@ def _within_caps(tree: ShareTree, top: str, exact: dict[str, Fraction],
 
 
 def _resum(tree: ShareTree, top: str, residual: dict[str, Fraction],
-           need: Mapping[str, Fraction], taken: Mapping[str, Fraction]) -> tuple[Fraction, Fraction]:
+           need: Mapping[str, Fraction], taken: Mapping[str, Fraction]) -> None:
     """Fill in parents' residual need: the sum of their children's, but no more
-    than the parent's own need less what its leaves already took."""
-    def visit(node: str) -> tuple[Fraction, Fraction]:
-        kids = tree.children.get(node, ())
-        if not kids:
-            return residual.get(node, Fraction(0)), taken.get(node, Fraction(0))
-        res = took = Fraction(0)
-        for k in kids:
-            r, t = visit(k)
-            if tree.ratio[k] > 0:
-                res += r
-                took += t
+    than the parent's own need less what its leaves already took. Only nodes with
+    a need take part (``need`` holds exactly those), deepest first."""
+    zero = Fraction(0)
+    res: dict[str, Fraction] = {}
+    took: dict[str, Fraction] = {}
+    parent, children = tree.parent, tree.children
+    for node, n in need.items():  # deepest first: the order subtree_need made them in
+        if not children.get(node):
+            r, t = residual.get(node, zero), taken.get(node, zero)
+        else:
+            r, t = res.get(node, zero), took.get(node, zero)
+            if node != top:
+                r = min(r, max(zero, n - t))
+            residual[node] = r
         if node != top:
-            res = min(res, max(Fraction(0), need.get(node, Fraction(0)) - took))
-        residual[node] = res
-        return res, took
-    return visit(top)
+            p = parent[node]
+            res[p] = res[p] + r if p in res else r
+            took[p] = took[p] + t if p in took else t
