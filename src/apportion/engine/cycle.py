@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
-from apportion.engine.placement import choose_hosts
+from apportion.engine.placement import choose_among, choose_hosts
 from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
     OWN,
@@ -346,15 +346,32 @@ class Cycle:
                 self._note_stuck(req.consumer, g)  # room for less than one instance
             return 0
         placed = 0
-        for host, slots in choose_hosts(self.s.hosts, self.s.groups[g], req, req.consumer, inst):
+        wanted = inst * req.order
+        hosts, group = self.s.hosts, self.s.groups[g]
+        owned_hosts = self.s.group_plan(g).owned_hosts
+        if owned_hosts:
+            # owned hosts first: the consumer's own for its own slots, the lender's for
+            # lent ones, the parent's for its private pool's
+            mine = owned_hosts.get(req.consumer if source == OWN else source[5:], ())
+            if mine:
+                placed = self._place(rs, g, choose_among(hosts, group, req, req.consumer, inst, mine), source)
+                inst -= placed // req.order
+        if inst > 0:
+            placed += self._place(rs, g, choose_hosts(hosts, group, req, req.consumer, inst), source)
+        if placed:
+            self.want[req.consumer] -= placed
+        if placed < wanted:
+            self._note_stuck(req.consumer, g)  # on the books, but no host may take it
+        return placed
+
+    def _place(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+        req = rs.spec
+        placed = 0
+        for host, slots in picks:
             a = self.s.add(rs, g, host, slots, source)
             self.granted_now.setdefault(req.id, []).append(a)
             self.d.grants.append(Grant(req.id, req.consumer, g, host, slots, source))
             placed += slots
-        if placed:
-            self.want[req.consumer] -= placed
-        if placed < inst * req.order:
-            self._note_stuck(req.consumer, g)  # on the books, but no host may take it
         return placed
 
     def _note_stuck(self, leaf: str, g: str) -> None:
@@ -420,10 +437,20 @@ class Cycle:
         owned = v.owned.get(leaf, 0)
         return owned - (u.own + u.lent_total if u else 0)
 
+    def _preferred_lent(self, leaf: str, g: str, v: GroupView) -> bool:
+        """reclaim_for_preference (seed 000): a leaf that states a preference for ``g``
+        takes its lent slots back there before it uses idle owned slots elsewhere."""
+        if not self.policy.reclaim_for_preference or v.settings[leaf].preference is None:
+            return False
+        u = self.s.usage.get((leaf, g))
+        return bool(u and u.lent) and not self.s.is_futile(leaf, g)
+
     def _serve_own(self) -> None:
         def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
             idle = self._own_idle(leaf, g, v)
             if idle <= 0:
+                if self._preferred_lent(leaf, g, v):
+                    self._take_back_lent(leaf, rs, g, v)
                 return
             self._give(rs, g, min(idle, self._headroom(leaf, g, v)), OWN)
             short = min(self._own_idle(leaf, g, v), self.want.get(leaf, 0), rs.unmet)
@@ -431,7 +458,8 @@ class Cycle:
                 self._free_within_max(leaf, g, v, short)
 
         owners = {leaf for v in self.views.values() for leaf in v.gp.owners if v.owned.get(leaf, 0) > 0}
-        self._serve(self._wanting(owners), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0, serve)
+        self._serve(self._wanting(owners), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0
+                    or self._preferred_lent(leaf, g, v), serve)
 
     def _free_within_max(self, leaf: str, g: str, v: GroupView, short: int) -> None:
         """Owned slots are a guarantee: when an ancestor's ``max`` is full of slots its
@@ -634,22 +662,34 @@ class Cycle:
                     n = min(self._pool_idle(g, v, owner), self._headroom(leaf, g, v))
                     if n > 0 and not self._pool_has_deficit(v, owner):
                         self._give(rs, g, n, pool_source(owner))
-            lu = self.s.use(leaf, g)
-            lgrace = v.settings[leaf].grace
-            src = lent_source(leaf)
-            victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
-            for b in victims:
-                n = min(self.want.get(leaf, 0), rs.unmet)
-                n -= n % rs.spec.order  # whole instances only
-                if n <= 0:
-                    break
-                got = self._mark(b, g, src, n, leaf, min(v.settings[b].grace, lgrace),
-                                 "owner reclaims lent slots", rs.spec)
-                self.want[leaf] -= got
+            self._take_back_lent(leaf, rs, g, v)
 
         lending = {leaf for g, v in self.views.items() for leaf in v.gp.lenders
                    if (leaf, g) in self.s.usage and self.s.usage[(leaf, g)].lent}
         self._serve(self._wanting(lending), room, serve)
+
+    def _take_back_lent(self, leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+        """The owner reclaims slots it lent, worst-ranked borrower first, with the
+        shorter of the two graces (the lender's grace is enforced)."""
+        lu = self.s.use(leaf, g)
+        lgrace = v.settings[leaf].grace
+        src = lent_source(leaf)
+        victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
+        for b in victims:
+            n = min(self.want.get(leaf, 0), rs.unmet, self._own_due(leaf, g, v))
+            n -= n % rs.spec.order  # whole instances only
+            if n <= 0:
+                break
+            got = self._mark(b, g, src, n, leaf, min(v.settings[b].grace, lgrace),
+                             "owner reclaims lent slots", rs.spec)
+            self.want[leaf] -= got
+
+    def _own_due(self, leaf: str, g: str, v: GroupView) -> int:
+        """Owned slots the leaf may still claim back: lent and not yet on their way back."""
+        u = self.s.usage.get((leaf, g))
+        if u is None:
+            return 0
+        return u.lent_total - u.incoming.get(lent_source(leaf), 0)
 
     # -- 6. share-pool reclaim for fairness ------------------------------------
     def _reclaim_pool(self) -> None:

@@ -22,7 +22,8 @@ def rank_key(s: GroupSettings, index: int) -> tuple[int, int]:
 class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
-                 "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of")
+                 "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of",
+                 "owned_hosts")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -78,6 +79,13 @@ class GroupPlan:
         self._lender_order: dict[str, list[str]] = {}
         self.capped_parents = [p for p in self.parents if p != ROOT and self.settings[p].max is not None]
         self.max_of = {p: st.max for p, st in self.settings.items() if st.max is not None}
+        # multidimensional ownership: the hosts each consumer owns here, in plan order;
+        # its own work, and what it lends, go to those hosts first
+        position = {h.name: i for i, h in enumerate(plan.hosts)}
+        self.owned_hosts: dict[str, tuple[str, ...]] = {
+            c: tuple(sorted((h for h, n in parts.items() if n > 0), key=position.__getitem__))
+            for c, parts in ((plan.host_ownership or {}).get(name) or {}).items()
+        }
 
     def may_borrow(self, borrower: str, lender: str) -> bool:
         if borrower == lender:

@@ -82,6 +82,13 @@ class GroupSettings:
     borrow_preference: tuple[str, ...] = ()
     lend_to: tuple[str, ...] | None = None  # None: anyone; ("siblings",) or paths
     grace: float = 0.0
+    # multidimensional ownership (seed 000). With owned_hosts or owned_per_host set,
+    # ``owned`` is not what the user wrote: it is the slots of the hosts assigned to
+    # the consumer (Plan.host_ownership), worked out by engine/ownership.py.
+    owned_hosts: int | tuple[str, ...] | None = None  # a number of hosts, or named hosts
+    owned_per_host: int | None = None  # slots of each host in scope (partial ownership)
+    partial: bool = False  # owned_hosts: N may be made of parts of hosts like whole ones
+    preference: int | None = None  # smaller is more preferred; unset/equal: no preference
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +128,24 @@ class Plan:
     consumers: tuple[Consumer, ...]  # plan order, parents before children
     policy: Policy = Policy()
     ducc: object | None = None  # a DUCC configuration (issue 3); not scheduled by this engine yet
+    # multidimensional ownership in force (seed 000): group -> consumer -> host -> owned
+    # slots, for every consumer with owned_hosts or owned_per_host in that group
+    # (parents and children alike; a child's slots are part of its parent's). None when
+    # nobody owns hosts, or not worked out yet (engine/ownership.prepared does it).
+    host_ownership: Mapping[str, Mapping[str, Mapping[str, int]]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.host_ownership is not None:
+            object.__setattr__(self, "host_ownership", MappingProxyType({
+                g: MappingProxyType({c: _frozen(parts) for c, parts in owners.items()})
+                for g, owners in self.host_ownership.items()}))
 
     def consumer_map(self) -> dict[str, Consumer]:
         return {c.path: c for c in self.consumers}
+
+    def owned_on_hosts(self, group: str, consumer: str) -> Mapping[str, int]:
+        """host -> slots ``consumer`` owns in ``group`` (empty without host ownership)."""
+        return ((self.host_ownership or {}).get(group) or {}).get(consumer) or {}
 
 
 @dataclass(frozen=True, slots=True)

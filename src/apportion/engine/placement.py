@@ -8,7 +8,7 @@ index), so overlapping groups can never hand out the same slot twice.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedList
 
@@ -166,6 +166,25 @@ def choose_hosts(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
         left -= n
         if left == 0:
             break
+    return picks
+
+
+def choose_among(hosts: dict[str, HostLedger], group: GroupIndex, req: Request, consumer: str,
+                 instances: int, names: Iterable[str]) -> list[tuple[str, int]]:
+    """Up to ``instances`` instances on the named hosts only, filled in the order given
+    (a consumer's owned hosts: its own work goes there before anywhere else)."""
+    picks: list[tuple[str, int]] = []
+    left = instances
+    for name in names:
+        h = hosts.get(name)
+        if h is None or name not in group.rank:
+            continue
+        n = min(fits(h, req, consumer, group), left)
+        if n > 0:
+            picks.append((name, n * req.order))
+            left -= n
+            if left == 0:
+                break
     return picks
 
 

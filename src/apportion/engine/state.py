@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from apportion.engine.decisions import Removal
-from apportion.engine.index import GroupPlan
+from apportion.engine.index import UNSET, GroupPlan
 from apportion.engine.model import ROOT, Consumer, HostState, Plan, Request
 from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
 
@@ -253,7 +253,9 @@ class ClusterState:
         planned = self.consumers[req.consumer].groups
         if req.groups:
             return tuple(g for g in req.groups if g in planned and g in self.groups)
-        return tuple(g for g in self.group_names if g in planned)
+        # preference levels (seed 000): smaller first; unset after set; ties in plan order
+        mine = [g for g in self.group_names if g in planned]
+        return tuple(sorted(mine, key=lambda g: UNSET if planned[g].preference is None else planned[g].preference))
 
     def add_request(self, req: Request) -> None:
         if req.id in self.requests:
