@@ -91,3 +91,17 @@ def test_reclaim_for_preference_takes_the_preferred_group_back():
     assert sim.holds("/o", group="A") == [3]
     assert sim.holds("/o", group="B") == [0]
     assert sim.line("/x", "A").borrowed == 1
+
+
+def test_a_sibling_borrows_a_lent_host_before_a_better_ranked_cousin():
+    # /P/lender lends its 6 slots; /Q/cousin has the better rank, /P/sib is the
+    # lender's sibling: lending goes to the parent's pool first, so /P/sib gets them
+    plan = make_plan({
+        "/P": {"share_ratio": 0, "owned": 6}, "/P/lender": {"owned": 6, "lend": True, "share_ratio": 0},
+        "/P/sib": {"share_ratio": 0, "borrow": True, "rank": 5},
+        "/Q": {"share_ratio": 0}, "/Q/cousin": {"share_ratio": 0, "borrow": True, "rank": 1},
+    }, hosts=1, slots=6)
+    plan = with_hosts(plan, {"RG": {"/P": {"h1": 6}, "/P/lender": {"h1": 6}}})
+    sim = Sim(plan).req("c", "/Q/cousin", max=6).req("s", "/P/sib", max=6)
+    sim.settle()
+    assert sim.holds("/P/sib", "/Q/cousin") == [6, 0]

@@ -554,10 +554,20 @@ class Cycle:
         if not any(open_lenders.values()):
             return
 
+        lender_parents = {p for g, xs in open_lenders.items() for x in xs
+                          for p in self.s.ancestors[x] + (ROOT,)}
+
         def borrower_key(leaf: str):
+            # lending goes to the lender's parent's pool first, then up (seed 000): the
+            # borrowers nearest an open lender first (siblings before cousins), then by rank
             c = self.s.consumers[leaf]
+            near = UNSET
+            for depth, p in enumerate(self.s.ancestors[leaf] + (ROOT,)):
+                if p in lender_parents:
+                    near = depth
+                    break
             rks = [rank_key(c.groups[g], c.index) for g in self.s.group_names if g in c.groups]
-            return min(rks) if rks else (UNSET, c.index)
+            return (near,) + (min(rks) if rks else (UNSET, c.index))
 
         def room(leaf: str, g: str, v: GroupView) -> bool:
             st = v.settings[leaf]

@@ -99,6 +99,16 @@ class GroupPlan:
             return borrower in ls.lend_to
         return True
 
+    def nearness(self, a: str, b: str) -> int:
+        """How far up from ``a`` the nearest common ancestor of ``a`` and ``b`` is:
+        0 for siblings, 1 for cousins, and so on."""
+        mine = self.ancestors[a]
+        theirs = set(self.ancestors[b])
+        for depth, p in enumerate(mine):
+            if p in theirs:
+                return depth
+        return len(mine)
+
     def lender_order(self, borrower: str) -> list[str]:
         """The lenders ``borrower`` may borrow from, in the order it tries them:
         its borrow_preference first, then the nearest (siblings before cousins),
@@ -107,18 +117,10 @@ class GroupPlan:
         if got is not None:
             return got
         prefs = self.settings[borrower].borrow_preference
-        mine = self.ancestors[borrower]
-
-        def nearness(lender: str) -> int:
-            theirs = set(self.ancestors[lender])
-            for depth, p in enumerate(mine):
-                if p in theirs:
-                    return depth
-            return len(mine)
 
         def key(lender: str):
             pref = prefs.index(lender) if lender in prefs else len(prefs)
-            return (pref, nearness(lender), rank_key(self.settings[lender], self.index[lender]))
+            return (pref, self.nearness(borrower, lender), rank_key(self.settings[lender], self.index[lender]))
 
         got = sorted((x for x in self.lenders if self.may_borrow(borrower, x)), key=key)
         self._lender_order[borrower] = got
