@@ -79,3 +79,68 @@ consumers: [{path: /A}]
     assert sum(r["slots"] for r in removed if r["request"] == "b") == 9
     assert all(r["reason"].startswith("plan change: ") for r in removed)
     assert held(last, "/A") == [12]  # h3 is gone; A takes the rest of h1 and h2
+
+
+# -- owned hosts (seed 000) ------------------------------------------------------------
+
+OWNERS = """\
+hosts: [{name: "h[1-6]", slots: 4}]
+resource_groups: [{name: RG1, hosts: ["h[1-6]"]}]
+consumers:
+  - {path: /A, owned_hosts: 2, rank: 1}
+  - {path: /B, owned_hosts: 2, rank: 2, grace: 30}
+  - {path: /C, owned_hosts: 2, rank: 3, grace: 60}
+"""
+GROWN = OWNERS.replace("/A, owned_hosts: 2", "/A, owned_hosts: 3").replace("/C, owned_hosts: 2", "/C, owned_hosts: 1")
+WORK = """\
+timeline:
+  - at: 5
+    requests:
+      - {id: a, consumer: /A, max: 12, order: 4}
+      - {id: b, consumer: /B, max: 8, order: 4}
+      - {id: c, consumer: /C, max: 6}
+"""
+
+
+def _owned(snap, path):
+    return snap["consumers"][path]["groups"]["RG1"]["owned_hosts"]
+
+
+def test_a_step_plan_moves_only_the_hosts_it_must(tmp_path):
+    f = tmp_path / "s.yaml"
+    step = "  - at: 10\n    plan:\n      consumers:\n" + "".join(
+        "        " + line.strip() + "\n" for line in GROWN.split("consumers:\n")[1].splitlines())
+    f.write_text(OWNERS + WORK + step + "  - at: 70\n")
+    s = {snap["at"]: snap for snap in run(load_scenario(f))}
+    assert [_owned(s[5], p) for p in ("/A", "/B", "/C")] == [["h1", "h2"], ["h3", "h4"], ["h5", "h6"]]
+    # A takes one host, from C (the worst rank), the one C's own work uses least (h6:
+    # 2 slots); B is not touched. C's 2 slots there are reclaimed with C's grace (60).
+    assert [_owned(s[10], p) for p in ("/A", "/B", "/C")] == [["h1", "h2", "h6"], ["h3", "h4"], ["h5"]]
+    assert [(r["request"], r["host"], r["slots"], r["deadline"]) for r in s[10]["reclaiming"]] == [
+        ("c", "h6", 2, 70.0)]
+    assert held(s[70], "/A", "/B", "/C") == [12, 8, 4]
+    assert s[70]["requests"]["a"]["hosts"] == {"h1": 4, "h2": 4, "h6": 4}
+
+
+def test_plan_diff_json_lists_moves_and_reclaims(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(OWNERS + WORK)
+    new.write_text(GROWN)
+    done = subprocess.run([sys.executable, "-c", "from apportion.cli.main import main; main()",
+                           "plan", "diff", str(old), str(new), "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    d = json.loads(done.stdout)
+    assert d["moves"] == [{"host": "h6", "group": "RG1", "from": "/C", "to": "/A", "slots": 4}]
+    assert [{k: r[k] for k in ("request", "host", "slots", "deadline")} for r in d["reclaims"]] == [
+        {"request": "c", "host": "h6", "slots": 2, "deadline": 65.0}]
+    # the same plan again moves nothing
+    same = tmp_path / "same.yaml"
+    same.write_text(OWNERS)
+    from apportion.plan import load_plan
+    from apportion.scenario.diff import plan_diff
+
+    assert plan_diff(load_scenario(old), load_plan(same))["moves"] == []

@@ -22,7 +22,8 @@ from apportion.engine.model import (
     ShareEnforcement,
 )
 from apportion.engine.report import Report, build_report
-from apportion.engine.replan import rebuild
+from apportion.engine.ownership import prepared
+from apportion.engine.replan import after_host_change, rebuild
 from apportion.engine.state import ClusterState
 
 
@@ -30,7 +31,7 @@ class Engine:
     """Holds the state of one cluster under one plan and runs its cycles."""
 
     def __init__(self, plan: Plan) -> None:
-        self.state = ClusterState(plan)
+        self.state = ClusterState(prepared(plan))  # owned hosts worked out if not yet (seed 000)
         self._views: dict = {}
 
     @property
@@ -60,15 +61,33 @@ class Engine:
         cannot hold at all is removed and returned: requests of consumers that are
         gone or no longer leaves, allocations in groups the consumer is no longer
         planned in, on hosts no longer in the plan or the group. Host states carry
-        over for hosts that remain."""
+        over for hosts that remain. Owned hosts (seed 000) are worked out again from
+        those in force and the work running, moving only what the plan requires."""
         new = rebuild(self.state, plan)
         self.state = new.state
         self._views = {}
         return new.removed
 
     def set_host_state(self, name: str, state: HostState) -> list[Removal]:
-        """A host closes, opens, goes down (its allocations are lost) or comes back."""
-        return self.state.set_host_state(name, state)
+        """A host closes, opens, goes down (its allocations are lost) or comes back.
+        Going down or coming back shrinks or grows its groups: owned hosts are worked
+        out again (seed 000, step 3; engine/ownership.py)."""
+        was_down = self.state.hosts[name].state is HostState.DOWN
+        lost = self.state.set_host_state(name, state)
+        if was_down != (state is HostState.DOWN):
+            self._reown(grew=was_down)
+        return lost
+
+    def _reown(self, grew: bool) -> None:
+        new = after_host_change(self.state, grew)
+        if new is not self.state:
+            self.state = new
+            self._views = {}
+
+    def redistribute_ownership(self) -> None:
+        """The periodic pass of seed 000's step 3: idle owned hosts are collected from
+        every consumer and handed out again by rank. No-op without owned hosts."""
+        self._reown(grew=True)
 
     # what the engine decides ------------------------------------------------------
     def cycle(self, now: float) -> Decisions:

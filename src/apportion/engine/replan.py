@@ -1,13 +1,16 @@
 """A new plan under running work: carry requests and allocations over to a fresh state.
 
 Built aside from the live state and returned whole, so the caller can swap it in
-atomically (``Engine.apply_plan``); nothing here touches the old state.
+atomically (``Engine.apply_plan``); nothing here touches the old state. Owned hosts
+(seed 000) are worked out first, from the ownership in force and the work running
+now (``engine/ownership.py``), and again when a host goes down or comes back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from apportion.engine import ownership
 from apportion.engine.decisions import Removal
 from apportion.engine.index import GroupPlan
 from apportion.engine.model import ROOT, HostState, Plan
@@ -20,13 +23,63 @@ class Rebuilt:
     removed: list[Removal] = field(default_factory=list)
 
 
-def rebuild(old: ClusterState, plan: Plan) -> Rebuilt:
+def workload_of(state: ClusterState) -> dict[str, dict[str, dict[str, int]]]:
+    """group -> host -> leaf -> slots held there now (what ownership changes try not to disturb)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for a in state.allocs.values():
+        per = out.setdefault(a.group, {}).setdefault(a.host, {})
+        per[a.consumer] = per.get(a.consumer, 0) + a.slots
+    return out
+
+
+def _down_after(old: ClusterState, plan: Plan) -> set[str]:
+    """Hosts of ``plan`` that are down once it is in force (states carry over)."""
+    down = set()
+    for h in plan.hosts:
+        ledger = old.hosts.get(h.name)
+        if (ledger.state if ledger is not None else h.state) is HostState.DOWN:
+            down.add(h.name)
+    return down
+
+
+def reown(old: ClusterState, plan: Plan) -> Plan:
+    """``plan`` with its owned hosts worked out from the ownership in force and the work
+    running now (seed 000's steps, minimal impact), rather than from scratch."""
+    if not ownership.uses_host_ownership(plan):
+        return plan
+    previous = old.plan.host_ownership or {}
+    got = ownership.assign(plan, previous, workload_of(old), _down_after(old, plan))
+    return ownership.with_ownership(plan, got)
+
+
+def after_host_change(state: ClusterState, grew: bool) -> ClusterState:
+    """A host went down or came back: the groups it is in shrank or grew. Ownership
+    is worked out again (a shrink trims over-owners; a growth also collects idle owned
+    hosts and hands them out by rank: seed 000, step 3). Returns a new state when
+    ownership changed, else ``state`` itself. Built aside, like apply_plan."""
+    plan = state.plan
+    if not ownership.uses_host_ownership(plan):
+        return state
+    down = {n for n, h in state.hosts.items() if h.state is HostState.DOWN}
+    step = ownership.redistribute if grew else ownership.assign
+    got = step(plan, plan.host_ownership or {}, workload_of(state), down)
+    new_plan = ownership.with_ownership(plan, got)
+    if new_plan.host_ownership == plan.host_ownership:
+        return state
+    return rebuild(state, new_plan, reassign=False).state
+
+
+def rebuild(old: ClusterState, plan: Plan, *, reassign: bool = True) -> Rebuilt:
+    if reassign:
+        plan = reown(old, plan)
     new = ClusterState(plan)
     out = Rebuilt(new)
     for name, h in old.hosts.items():
         if name in new.hosts and h.state is not new.hosts[name].state:
             new.set_host_state(name, h.state)
     new.lost.clear()
+    # allocations lost with a host since the last cycle are still to be reported by it
+    new.lost.extend(old.lost)
     new._next_id = old._next_id
     for rid, rs in old.requests.items():
         c = new.consumers.get(rs.spec.consumer)

@@ -25,6 +25,7 @@ class GroupLine:
     demand: int = 0
     planned_owned: int = 0  # effective ownership in force (after overallocation)
     shortfall: int = 0  # held below the guarantee while demand is unmet (EGO reports)
+    owned_hosts: list[str] = field(default_factory=list)  # hosts owned whole, sorted (seed 000)
 
 
 @dataclass(slots=True)
@@ -61,6 +62,9 @@ def build_report(state: ClusterState, views: dict) -> Report:
             v = views.get(g)
             gl = GroupLine()
             gl.planned_owned = v.owned.get(c.path, 0) if v else 0
+            parts = state.plan.owned_on_hosts(g, c.path)
+            if parts:
+                gl.owned_hosts = sorted(h for h, n in parts.items() if n >= state.hosts[h].host.slots)
             for leaf in leaves:
                 u = state.usage.get((leaf, g))
                 if v is not None:

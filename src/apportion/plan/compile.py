@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apportion.engine.model import Plan, Policy, ShareEnforcement
+from apportion.engine.ownership import prepared
 from apportion.plan.consumers import compile_consumers
 from apportion.plan.context import Context
 from apportion.plan.errors import KeyPath, PlanError, Positions, Problem, Reporter
@@ -250,6 +251,10 @@ def _compile_with_context(
         hosts=tuple(ctx.hosts), groups=tuple(ctx.groups), consumers=ctx.compiled_consumers, policy=policy,
         ducc=ducc[0],
     )
+    # owned hosts (seed 000): a new plan's assignment, in rank order; each host owner's
+    # `owned` becomes the slots of its hosts. A plan put in force under running work
+    # is assigned again from the ownership in force (Engine.apply_plan).
+    plan = prepared(plan)
     return plan, steps, ctx
 
 

@@ -15,7 +15,15 @@ from typing import Any
 from apportion.engine.model import ROOT, Consumer, GroupSettings
 from apportion.plan.context import MAX_DEPTH, NAME_PATTERN, ConsumerInfo, Context
 from apportion.plan.errors import KeyPath
-from apportion.plan.schema import LENDING_FIELDS, SETTING_FIELDS, Checked, ConsumerIn, SettingsIn
+from apportion.plan.hostnames import expand_hosts
+from apportion.plan.schema import (
+    LENDING_FIELDS,
+    OWNERSHIP_FIELDS,
+    SETTING_FIELDS,
+    Checked,
+    ConsumerIn,
+    SettingsIn,
+)
 
 _NAME = re.compile(NAME_PATTERN + r"\Z")
 _DEFAULTS = GroupSettings()
@@ -150,9 +158,15 @@ def _merge_settings(ctx: Context) -> None:
             override: SettingsIn | None = model.groups.get(group)
             values: dict[str, Any] = {}
             sources: dict[str, KeyPath] = {}
+            # a per-group owned, owned_hosts or owned_per_host replaces the consumer-wide
+            # ownership whole (with its partial): one setting written in three forms
+            own_here = override is not None and any(n in override.model_fields_set for n in OWNERSHIP_FIELDS)
             for name in SETTING_FIELDS:
                 if override is not None and name in override.model_fields_set:
                     values[name] = getattr(override, name)
+                    sources[name] = info.where + ("groups", group, name)
+                elif own_here and (name in OWNERSHIP_FIELDS or name == "partial"):
+                    values[name] = getattr(_DEFAULTS, name)
                     sources[name] = info.where + ("groups", group, name)
                 elif name in model.model_fields_set:
                     values[name] = getattr(model, name)
@@ -193,22 +207,71 @@ def _check_limits(ctx: Context) -> None:
     for info in ctx.consumers.values():
         for group in info.groups:
             values, sources = info.settings[group], info.sources[group]
-            owned = values["owned"]
-            if not info.known(group, "owned"):
+            if not all(info.known(group, n) for n in OWNERSHIP_FIELDS):
                 continue
+            bounds = _owned_bounds(ctx, values, group)
+            if bounds is None:
+                continue
+            low, high = bounds
+            hosts = _kind(values) is not None
+            what = f"({high} slots with {_form(values)})" if hosts and low == high else (
+                f"(at most {high} slots with {_form(values)})" if hosts else f"({high})")
             if (
                 values["lend_limit"] is not None
-                and values["lend_limit"] > owned
+                and values["lend_limit"] > high
                 and info.known(group, "lend_limit")
             ):
                 ctx.add(
                     sources["lend_limit"],
-                    f"lend_limit {values['lend_limit']} is above what {info.path} owns in {group} ({owned})",
+                    f"lend_limit {values['lend_limit']} is above what {info.path} owns in {group} {what}",
                 )
-            if values["max"] is not None and values["max"] < owned and info.known(group, "max"):
+            if values["max"] is not None and values["max"] < low and info.known(group, "max"):
+                what = f"({low} slots with {_form(values)})" if hosts and low == high else (
+                    f"(at least {low} slots with {_form(values)})" if hosts else f"({low})")
                 ctx.add(
-                    sources["max"], f"max {values['max']} is below what {info.path} owns in {group} ({owned})"
+                    sources["max"], f"max {values['max']} is below what {info.path} owns in {group} {what}"
                 )
+
+
+def _kind(values: dict[str, Any]) -> str | None:
+    if values["owned_hosts"] is not None:
+        return "names" if isinstance(values["owned_hosts"], tuple) else "hosts"
+    if values["owned_per_host"] is not None:
+        return "per_host"
+    return None
+
+
+def _form(values: dict[str, Any]) -> str:
+    kind = _kind(values)
+    if kind == "hosts":
+        return f"owned_hosts: {values['owned_hosts']}"
+    if kind == "names":
+        return f"owned_hosts: [{_listing(list(values['owned_hosts']))}]"
+    if kind == "per_host":
+        return f"owned_per_host: {values['owned_per_host']}"
+    return f"owned: {values['owned']}"
+
+
+def _owned_bounds(ctx: Context, values: dict[str, Any], group: str) -> tuple[int, int] | None:
+    """The fewest and the most slots the ownership written can come to in ``group``
+    (the same number twice for owned: N, named hosts and owned_per_host); None when the
+    group's hosts are not known."""
+    kind = _kind(values)
+    if kind is None:
+        return values["owned"], values["owned"]
+    members = next((g.hosts for g in ctx.groups if g.name == group), None)
+    if members is None:
+        return None
+    slots = {h.name: h.slots for h in ctx.hosts}
+    sizes = sorted(slots.get(h, 0) for h in members)
+    if kind == "hosts":
+        n = min(values["owned_hosts"], len(sizes))
+        return sum(sizes[:n]), sum(sizes[len(sizes) - n:])
+    if kind == "names":
+        total = sum(slots.get(h, 0) for h in values["owned_hosts"])
+        return total, total
+    total = sum(min(values["owned_per_host"], n) for n in sizes)
+    return total, total
 
 
 def _check_named_consumers(ctx: Context) -> None:
@@ -254,17 +317,138 @@ def _check_ownership(ctx: Context) -> None:
             if not info.known(group, "owned"):
                 continue
             planned = [ctx.consumers[c] for c in info.children if group in ctx.consumers[c].groups]
-            kids = [k for k in planned if k.known(group, "owned")]
+            # children that own hosts are checked against the parent's hosts (_check_host_ownership)
+            kids = [k for k in planned if k.known(group, "owned") and _kind(k.settings[group]) is None]
             total = sum(k.settings[group]["owned"] for k in kids)
-            owned = info.settings[group]["owned"]
+            values = info.settings[group]
+            if _kind(values) is not None:
+                bounds = _owned_bounds(ctx, values, group)
+                if bounds is None or total <= bounds[1]:
+                    continue
+                owned = bounds[1]
+                source = info.sources[group][_own_field(values)]
+                says = f"{info.path} owns at most {owned} slots in {group} ({_form(values)})"
+            else:
+                owned = values["owned"]
+                source = info.sources[group]["owned"]
+                says = f"{info.path} owns {owned} in {group}"
             if total > owned:
                 parts = [f"{k.path} {k.settings[group]['owned']}" for k in kids if k.settings[group]["owned"]]
                 bound = "" if len(kids) == len(planned) else "at least "
                 ctx.add(
-                    info.sources[group]["owned"],
-                    f"{info.path} owns {owned} in {group}, less than its children own together "
+                    source,
+                    f"{says}, less than its children own together "
                     f"({bound}{total}: {_listing(parts)})",
                 )
+
+
+def _own_field(values: dict[str, Any]) -> str:
+    kind = _kind(values)
+    return "owned" if kind is None else ("owned_per_host" if kind == "per_host" else "owned_hosts")
+
+
+def _check_host_ownership(ctx: Context) -> None:
+    """Owned hosts (seed 000): one form of ownership per block; named hosts exist, are in
+    the group and are named once; ``partial`` goes with owned_hosts: N; a child owns
+    hosts only out of its parent's hosts, and children together no more than the parent.
+    Named hosts are expanded here (ranges) so the engine sees plain names."""
+    reported: set[tuple[KeyPath, str]] = set()
+
+    def add(where: KeyPath, reason: str) -> None:
+        if (where, reason) not in reported:
+            reported.add((where, reason))
+            ctx.add(where, reason)
+
+    members = {g.name: set(g.hosts) for g in ctx.groups}
+    for info in ctx.consumers.values():
+        for where, block in _written_settings(info):
+            forms = [n for n in OWNERSHIP_FIELDS if n in block.model_fields_set]
+            for extra in forms[1:]:
+                add(where + (extra,),
+                    f"give one of owned, owned_hosts and owned_per_host ({forms[0]} is given here too)")
+        for group in info.groups:
+            values, sources = info.settings[group], info.sources[group]
+            if isinstance(values["owned_hosts"], tuple):
+                names: list[str] = []
+                for j, pattern in enumerate(values["owned_hosts"]):
+                    at = sources["owned_hosts"] + (j,)
+                    try:
+                        expanded = expand_hosts(pattern)
+                    except ValueError as exc:
+                        add(at, str(exc))
+                        continue
+                    unknown = [n for n in expanded if n not in ctx.host_names]
+                    if unknown and ctx.hosts_complete:
+                        add(at, f"unknown host {_listing(unknown)}")
+                    outside = [n for n in expanded if n in ctx.host_names and group in members
+                               and n not in members[group]]
+                    if outside:
+                        add(at, f"host {_listing(outside)} is not in resource group {group}")
+                    twice = [n for n in expanded if n in names]
+                    if twice:
+                        add(at, f"host {_listing(twice)} named twice")
+                    names.extend(n for n in expanded if n not in names)
+                values["owned_hosts"] = tuple(names)
+            if values["partial"] and _kind(values) != "hosts":
+                add(sources["partial"], "partial applies to owned_hosts: N (a number of hosts) only; "
+                    f"{info.path} has {_form(values)} in {group}")
+    for info in ctx.consumers.values():
+        parent = _linked_parent(ctx, info)
+        if parent is None:
+            continue  # top level: more hosts than the group has is overallocation, allowed
+        for group in info.groups:
+            values = info.settings[group]
+            kind = _kind(values)
+            if kind is None or group not in parent.groups:
+                continue
+            pv = parent.settings[group]
+            pkind = _kind(pv)
+            at = info.sources[group][_own_field(values)]
+            if pkind is None:
+                add(at, f"{info.path} cannot own hosts in {group}: its parent {parent.path} owns no hosts "
+                    "there (a child's ownership is assigned from its parent's; give the parent "
+                    "owned_hosts or owned_per_host)")
+            elif kind == "names" and pkind == "names":
+                missing = [n for n in values["owned_hosts"] if n not in pv["owned_hosts"]]
+                if missing:
+                    add(at, f"host {_listing(missing)} is not among {parent.path}'s hosts in {group} "
+                        f"({_listing(list(pv['owned_hosts']))})")
+            elif kind == "per_host" and pkind == "per_host" and values["owned_per_host"] > pv["owned_per_host"]:
+                add(at, f"owned_per_host {values['owned_per_host']} is more than {parent.path} owns of each "
+                    f"host in {group} ({pv['owned_per_host']})")
+    for info in ctx.consumers.values():
+        if not info.children:
+            continue
+        for group in info.groups:
+            pv = info.settings[group]
+            pkind = _kind(pv)
+            if pkind is None:
+                continue
+            kids = [ctx.consumers[c] for c in info.children if group in ctx.consumers[c].groups]
+            at = info.sources[group][_own_field(pv)]
+            if pkind in ("hosts", "names"):
+                cap = pv["owned_hosts"] if pkind == "hosts" else len(pv["owned_hosts"])
+                named: list[str] = []
+                counted = 0
+                parts = []
+                for k in kids:
+                    kv = k.settings[group]
+                    if _kind(kv) == "hosts":
+                        counted += kv["owned_hosts"]
+                        parts.append(f"{k.path} {kv['owned_hosts']}")
+                    elif _kind(kv) == "names":
+                        named.extend(n for n in kv["owned_hosts"] if n not in named)
+                        parts.append(f"{k.path} {len(kv['owned_hosts'])}")
+                if counted + len(named) > cap:
+                    add(at, f"{info.path} owns {cap} hosts in {group}, fewer than its children own together "
+                        f"({counted + len(named)}: {_listing(parts)})")
+            else:
+                per = [(k.path, k.settings[group]["owned_per_host"]) for k in kids
+                       if _kind(k.settings[group]) == "per_host"]
+                total = sum(n for _, n in per)
+                if total > pv["owned_per_host"]:
+                    add(at, f"{info.path} owns {pv['owned_per_host']} slots of each host in {group}, fewer "
+                        f"than its children together ({total}: {_listing([f'{p} {n}' for p, n in per])})")
 
 
 def compile_consumers(ctx: Context, items: list[Checked[ConsumerIn]]) -> None:
@@ -274,8 +458,9 @@ def compile_consumers(ctx: Context, items: list[Checked[ConsumerIn]]) -> None:
     _plan_groups(ctx)
     _merge_settings(ctx)
     _check_leaf_only(ctx)
-    _check_limits(ctx)
     _check_named_consumers(ctx)
+    _check_host_ownership(ctx)
+    _check_limits(ctx)
     _check_ownership(ctx)
     ctx.compiled_consumers = tuple(
         Consumer(

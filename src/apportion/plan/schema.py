@@ -59,6 +59,19 @@ def _name_or_names(value: Any) -> Any:
     )
 
 
+def _owned_hosts(value: Any) -> Any:
+    """A number of hosts (an integer >= 0) or a list of host names or patterns."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise PydanticCustomError("plan", "must be at least 0 (got {got})", {"got": show(value)})
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    raise PydanticCustomError(
+        "plan", "must be a number of hosts or a list of host names (got {got})", {"got": show(value)}
+    )
+
+
 def _request_id(value: Any) -> Any:
     """Request ids are strings; plain integers (``id: 1`` in YAML) are accepted and made strings."""
     if isinstance(value, str) and value:
@@ -73,6 +86,7 @@ def _request_id(value: Any) -> Any:
 AttrValueIn = Annotated[Any, AfterValidator(_attr_value)]
 LendTo = Annotated[Any, AfterValidator(_lend_to)]
 GroupNames = Annotated[Any, AfterValidator(_name_or_names)]
+OwnedHosts = Annotated[Any, AfterValidator(_owned_hosts)]
 RequestId = Annotated[Any, AfterValidator(_request_id)]
 Name = Annotated[str, Field(min_length=1)]
 
@@ -121,9 +135,16 @@ class SettingsIn(_Model):
     borrow_preference: list[str] = list(_GS.borrow_preference)
     lend_to: LendTo | None = _GS.lend_to
     grace: NonNegNumber = _GS.grace
+    owned_hosts: OwnedHosts | None = _GS.owned_hosts
+    owned_per_host: NonNegInt | None = _GS.owned_per_host
+    partial: bool = _GS.partial
+    preference: NonNegInt | None = _GS.preference
 
 
 SETTING_FIELDS: tuple[str, ...] = tuple(SettingsIn.model_fields)
+OWNERSHIP_FIELDS: tuple[str, ...] = ("owned", "owned_hosts", "owned_per_host")
+"""One setting in three forms: a per-group block that writes any of them replaces
+the consumer-wide ownership as a whole (no mixing of forms across levels)."""
 LENDING_FIELDS: tuple[str, ...] = (
     "lend", "lend_limit", "lend_to", "borrow", "borrow_limit", "borrow_preference",
 )

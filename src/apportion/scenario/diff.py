@@ -2,9 +2,9 @@
 
 The old scenario is played to its last step; the new plan is then put in force on
 that running state (``Engine.apply_plan``) and one instant is settled: every
-reclaim it starts (with its deadline), every allocation it removes, and how each
-consumer's deserved share moves. Nothing leaves this function: it works on its own
-engine.
+reclaim it starts (with its deadline), every allocation it removes, which owned
+hosts change owner, and how each consumer's deserved share moves. Nothing leaves
+this function: it works on its own engine.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from apportion.engine import Engine, Plan
+from apportion.engine.ownership import moves_between
 from apportion.scenario.model import Scenario
 from apportion.scenario.runner import advance, apply_step, settle
 
@@ -26,7 +27,9 @@ def plan_diff(old: Scenario, new: Plan) -> dict[str, Any]:
         now = step.at
     before = _deserved(engine)
     already = {(a.request, a.host, a.id) for a in engine.state.reclaiming.values()}
+    owners_before = engine.plan.host_ownership
     removed = engine.apply_plan(new)
+    moves = moves_between(owners_before, engine.plan.host_ownership, engine.plan)
     decided = settle(engine, now)
     after = _deserved(engine)
     reclaims = [
@@ -36,7 +39,9 @@ def plan_diff(old: Scenario, new: Plan) -> dict[str, Any]:
     ]
     return {
         "at": now,
-        "moves": [],  # whole-host ownership moves come with multidimensional ownership (seed 000)
+        # owned hosts changing owner (seed 000): deepest owners, null for the pool
+        "moves": [{"host": m.host, "group": m.group, "from": m.source, "to": m.target, "slots": m.slots}
+                  for m in moves],
         "reclaims": reclaims,
         "removed": [
             {"request": x.request, "host": x.host, "slots": x.slots, "consumer": x.consumer, "reason": x.reason}

@@ -72,6 +72,7 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_pla
                     "held": gl.held, "owned": gl.owned, "borrowed": gl.borrowed, "shared": gl.shared,
                     "lent": gl.lent, "deserved": gl.deserved, "demand": gl.demand,
                     "planned_owned": gl.planned_owned, "shortfall": gl.shortfall,
+                    "owned_hosts": list(gl.owned_hosts),
                 }
                 for g, gl in line.groups.items()
             },
