@@ -63,17 +63,29 @@ def job_cap(job: JobNow, rules: CapRules) -> int:
         return 0
     if job.completed:
         return job.held
-    c = ceil(job.remaining_items / max(1, job.threads))
-    c = max(c, job.held)
-    base = c if job.max_processes is None else min(job.max_processes, c)
-    projected = projected_cap(job, rules) or base
-    potential = max(projected, job.held)
-    if not job.initialized:
+    return cap_of(job.remaining_items, job.threads, job.max_processes, job.held, job.initialized,
+                  job.init_seconds, job.seconds_per_item, rules)
+
+
+def cap_of(remaining_items: int, threads: int, max_processes: int | None, held: int, initialized: bool,
+           init_seconds: float | None, seconds_per_item: float | None, rules: CapRules) -> int:
+    """``job_cap`` for a job neither refused nor completed, from plain values (the
+    scheduling cycle calls it for thousands of jobs)."""
+    c = ceil(remaining_items / max(1, threads))
+    c = max(c, held)
+    base = c if max_processes is None else min(max_processes, c)
+    projected = 0
+    if rules.use_prediction and init_seconds is not None and seconds_per_item:
+        wait = init_seconds + rules.prediction_fudge_s
+        left_after = max(0.0, remaining_items - held * threads * wait / seconds_per_item)
+        projected = held + ceil(left_after / threads)
+    potential = max(projected or base, held)
+    if not initialized:
         actual = potential if rules.initialization_cap is None else min(potential, rules.initialization_cap)
     elif rules.expand_by_doubling:
-        actual = min(potential, job.held * 2)
+        actual = min(potential, held * 2)
     else:
         actual = potential
-    if job.held == 0:
+    if held == 0:
         actual = min(base, max(1, rules.initialization_cap or 1))
     return actual

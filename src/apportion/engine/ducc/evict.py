@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Process:
-    id: str
+    id: str | int  # ties: the lower id first
     initialized: bool
     init_seconds: float = 0.0  # time spent initialising (so far, or in total once done)
     investment: float = 0.0  # work done since initialisation (e.g. seconds of work items)

@@ -9,14 +9,20 @@ apportion's reading, on the engine's one model (POLICY-NOTES 1 and 8):
   share pools), each job capped by what it can use now (its cap in processes times
   its order), so a small-order job is never starved by a large-order one;
 - each job's quanta become whole processes, which must fit the machines: jobs are
-  fitted largest order first, each process on the smallest free space that holds it
-  (a copy of the nodepool's :class:`OrderTables`);
-- what is left (fractions of a process, space no process fitted) is handed out again
-  in further rounds to jobs that still want processes that fit ("bonus"), until a
-  round gives nothing; the last quanta go one process at a time to the job furthest
+  fitted largest order first, each process on the smallest free space that holds it;
+- the fractions of a process each job was owed then go by largest remainder: the job
+  closest to having earned one more process (owed quanta / order) gets it first,
+  as long as it fits and the job is owed something;
+- what is still left (space no process fitted, jobs at their caps) is handed out again
+  in up to ``BONUS_ROUNDS`` further water-fill rounds to jobs that still want processes
+  that fit ("bonus"); the last quanta go one process at a time to the job furthest
   below its weighted share. A job's **pure fair share** is what the first round gave it;
 - priorities: a better class priority (a smaller number) is served first and takes all
   it can use; each worse priority gets what is left.
+
+The free space is a :class:`Space` per nodepool (its own machines only, counted by
+free size); a fair-share class sees its nodepool's space first and then its
+subpools' (a *view*, a list of spaces in search order), as What Of will search them.
 
 Deterministic throughout: classes by weight (heavier first) then name, users by name,
 jobs by submission then id.
@@ -24,7 +30,8 @@ jobs by submission then id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import floor
 
@@ -34,6 +41,7 @@ from apportion.engine.ducc.vmachines import OrderTables
 from apportion.engine.shares import ShareTree, waterfill
 
 ROOT = "/"
+BONUS_ROUNDS = 3  # water-fill rounds for leftovers before the one-by-one hand-out
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +73,145 @@ class HowMuch:
     free: OrderTables | None = None  # the free space these counts leave, as How Much laid them out
 
 
+class Space:
+    """Free space of one nodepool's own machines, counted by free size (seed 001's
+    machine tables): ``whole[f]`` free machines of order f, ``part[f]`` partly used
+    machines with f quanta free. Placement is best fit: the smallest free space that
+    holds a process, a partly used machine before a whole one of the same size."""
+
+    __slots__ = ("whole", "part", "top", "quanta")
+
+    def __init__(self, max_order: int) -> None:
+        self.whole = [0] * (max_order + 1)
+        self.part = [0] * (max_order + 1)
+        self.top = 0  # no free space is larger than this
+        self.quanta = 0
+
+    @classmethod
+    def of_tables(cls, t: OrderTables) -> "Space":
+        s = cls(t.max_order)
+        s.whole[:] = t.machines
+        s.part[:] = t.virtual
+        s.quanta = sum(f * (t.machines[f] + t.virtual[f]) for f in range(len(t.machines)))
+        s.top = t.max_order
+        s._settle()
+        return s
+
+    def tables(self) -> OrderTables:
+        t = OrderTables(max(1, len(self.whole) - 1))
+        t.machines[:len(self.whole)] = self.whole
+        t.virtual[:len(self.part)] = self.part
+        return t
+
+    def add(self, order: int, free: int) -> None:
+        """A machine of ``order`` quanta with ``free`` of them free."""
+        if free <= 0:
+            return
+        if free >= len(self.whole):
+            self._grow(free)
+        if free == order:
+            self.whole[free] += 1
+        else:
+            self.part[free] += 1
+        self.quanta += free
+        if free > self.top:
+            self.top = free
+
+    def add_part(self, free: int) -> None:
+        """Space that only a process of exactly ``free`` quanta should count on (never a
+        whole machine): what a fair-share process keeps on a machine closed to new work."""
+        if free <= 0:
+            return
+        if free >= len(self.whole):
+            self._grow(free)
+        self.part[free] += 1
+        self.quanta += free
+        if free > self.top:
+            self.top = free
+
+    def fits(self, order: int) -> bool:
+        return self.top >= order
+
+    def place(self, order: int, n: int) -> int:
+        """Place up to ``n`` processes of ``order``, each best fit; returns how many."""
+        placed = 0
+        f = order
+        while placed < n and f <= self.top:
+            per = f // order
+            for table in (self.part, self.whole):
+                while table[f] and placed < n:
+                    # best fit fills one space until what is left of it is too small
+                    spaces = min(table[f], (n - placed) // per)
+                    if spaces:
+                        table[f] -= spaces
+                        rest = f - per * order
+                        if rest:
+                            self.part[rest] += spaces
+                        placed += spaces * per
+                        self.quanta -= spaces * per * order
+                    else:
+                        take = n - placed
+                        table[f] -= 1
+                        self.part[f - take * order] += 1
+                        placed += take
+                        self.quanta -= take * order
+            f += 1
+        self._settle()
+        return placed
+
+    def take_whole(self, order: int, exact: bool) -> int:
+        """Take a whole free machine of ``order`` (or, not ``exact``, the smallest of
+        at least ``order``); returns its order, 0 when there is none."""
+        sizes = [order] if exact else range(order, len(self.whole))
+        for f in sizes:
+            if f < len(self.whole) and self.whole[f]:
+                self.whole[f] -= 1
+                self.quanta -= f
+                self._settle()
+                return f
+        return 0
+
+    def _settle(self) -> None:
+        t = self.top
+        while t > 0 and not (self.whole[t] or self.part[t]):
+            t -= 1
+        self.top = t
+
+    def _grow(self, size: int) -> None:
+        extra = size + 1 - len(self.whole)
+        self.whole.extend([0] * extra)
+        self.part.extend([0] * extra)
+
+
+View = Sequence[Space]
+"""The spaces a class may use, in search order: its own nodepool's first."""
+
+
+def view_quanta(view: View) -> int:
+    return sum(s.quanta for s in view)
+
+
+def view_fits(view: View, order: int) -> bool:
+    for s in view:
+        if s.top >= order:
+            return True
+    return False
+
+
+def view_place(view: View, order: int, n: int) -> int:
+    placed = 0
+    for s in view:
+        if placed >= n:
+            break
+        if s.top >= order:
+            placed += s.place(order, n - placed)
+    return placed
+
+
 def how_much(classes: Iterable[FairClass], jobs: Iterable[JobAsk], tables: OrderTables) -> HowMuch:
     """Counts of processes per job for fair-share work on the free space in ``tables``
     (which is not changed)."""
-    free = _copy(tables)
+    space = Space.of_tables(tables)
     by_name = {c.name: c for c in classes}
     jobs = [j for j in jobs if j.cap > 0 and j.cls in by_name]
     out = HowMuch()
@@ -77,126 +220,157 @@ def how_much(classes: Iterable[FairClass], jobs: Iterable[JobAsk], tables: Order
         out.pure_fair_share[j.id] = 0
     for prio in sorted({by_name[j.cls].priority for j in jobs}):
         band = [j for j in jobs if by_name[j.cls].priority == prio]
-        _one_priority(band, by_name, free, out)
-    out.quanta_left = free.shares[1] if free.max_order >= 1 else 0
-    out.free = free
+        fair_share(band, by_name, [space], out)
+    out.quanta_left = space.quanta
+    out.free = space.tables()
+    if out.free.max_order < tables.max_order:
+        out.free = _pad(out.free, tables.max_order)
     return out
 
 
-def _one_priority(jobs: list[JobAsk], classes: Mapping[str, FairClass], free: OrderTables, out: HowMuch) -> None:
+def fair_share(jobs: Sequence[JobAsk], classes: Mapping[str, FairClass], view: View, out: HowMuch) -> None:
+    """One priority band's fair share on ``view``: adds to ``out.counts`` (which must
+    hold every job, 0 if new) and ``out.pure_fair_share``."""
+    jobs = [j for j in jobs if j.cap > out.counts[j.id]]
+    if not jobs:
+        return
     tree, index = _tree(jobs, classes)
-    order_of = {j.id: j.order for j in jobs}
-    first = True
-    while True:
-        want = {j.id: (j.cap - out.counts[j.id]) * j.order for j in jobs
-                if j.cap > out.counts[j.id] and _fits_somewhere(free, j.order)}
-        quanta = free.shares[1]
-        if not want or quanta <= 0:
-            return
-        need = _needs(tree, want)
-        got = waterfill(tree, ROOT, mpq(quanta), need)
-        given = _fit(jobs, {jid: floor(q / order_of[jid]) for jid, q in got.items()}, free, out)
-        if first:
-            for jid, n in given.items():
-                out.pure_fair_share[jid] += n
-            first = False
-        if sum(given.values()) == 0:
+    fit_order = sorted(jobs, key=lambda j: (-j.order, j.submitted, j.id))
+    counts = out.counts
+    # the fair round: exact shares of the free quanta, floored to whole processes
+    exact = _round(tree, jobs, view, counts)
+    if exact is None:
+        return
+    for j in fit_order:
+        q = exact.get(j.id)
+        if q:
+            n = min(int(floor(q / j.order)), j.cap - counts[j.id])
+            if n > 0:
+                placed = view_place(view, j.order, n)
+                counts[j.id] += placed
+                out.pure_fair_share[j.id] += placed
+    # largest remainder: the process a job is closest to having earned goes first
+    heap = []
+    for j in jobs:
+        owed = exact.get(j.id, 0) - counts[j.id] * j.order
+        if owed > 0 and counts[j.id] < j.cap:
+            heap.append((-owed / j.order, index[j.id], j))
+    heapq.heapify(heap)
+    while heap:
+        _, i, j = heapq.heappop(heap)
+        if not view_fits(view, j.order):
+            continue
+        view_place(view, j.order, 1)
+        counts[j.id] += 1
+        owed = exact[j.id] - counts[j.id] * j.order
+        if owed > 0 and counts[j.id] < j.cap:
+            heapq.heappush(heap, (-owed / j.order, i, j))
+    # bonus rounds: what nobody's fair share used (caps, sizes that did not fit)
+    for _ in range(BONUS_ROUNDS):
+        got = _round(tree, jobs, view, counts)
+        if got is None:
             break
-    # the last quanta, one process at a time, to the job furthest below its share
-    while True:
-        cands = [j for j in jobs if j.cap > out.counts[j.id] and _fits_somewhere(free, j.order)]
-        if not cands:
-            return
-        j = min(cands, key=lambda j: (out.counts[j.id] * j.order / _weight(j, classes), index[j.id]))
-        if not _place(free, j.order):
-            return
-        out.counts[j.id] += 1
+        given = 0
+        for j in fit_order:
+            q = got.get(j.id)
+            if q:
+                n = min(int(floor(q / j.order)), j.cap - counts[j.id])
+                if n > 0:
+                    placed = view_place(view, j.order, n)
+                    counts[j.id] += placed
+                    given += placed
+        if not given:
+            break
+    # the last quanta, one process at a time, to the job furthest below its weighted share
+    heap = [(counts[j.id] * j.order / _weight(j, classes), index[j.id], j) for j in jobs if j.cap > counts[j.id]]
+    heapq.heapify(heap)
+    while heap:
+        _, i, j = heapq.heappop(heap)
+        if not view_fits(view, j.order):
+            continue  # space only shrinks: it never will
+        view_place(view, j.order, 1)
+        counts[j.id] += 1
+        if counts[j.id] < j.cap:
+            heapq.heappush(heap, (counts[j.id] * j.order / _weight(j, classes), i, j))
+
+
+def _round(tree: ShareTree, jobs: Sequence[JobAsk], view: View, counts: Mapping[str, int]) -> dict | None:
+    """The exact water-fill of the free quanta over the jobs that still want processes
+    that fit; None when there is nothing to give or nobody to give it to."""
+    quanta = view_quanta(view)
+    if quanta <= 0:
+        return None
+    fits = {o: view_fits(view, o) for o in {j.order for j in jobs}}
+    want = {j.id: (j.cap - counts[j.id]) * j.order for j in jobs if j.cap > counts[j.id] and fits[j.order]}
+    if not want:
+        return None
+    return waterfill(tree, ROOT, mpq(quanta), _needs(tree, want))
 
 
 def _weight(j: JobAsk, classes: Mapping[str, FairClass]) -> float:
-    return classes[j.cls].weight
+    return classes[j.cls].weight or 1
 
 
-def _tree(jobs: list[JobAsk], classes: Mapping[str, FairClass]) -> tuple[ShareTree, dict[str, int]]:
+def _tree(jobs: Sequence[JobAsk], classes: Mapping[str, FairClass]) -> tuple[ShareTree, dict[str, int]]:
     """class -> user -> job, children in the tie order of POLICY-NOTES 7."""
-    cls_names = sorted({j.cls for j in jobs}, key=lambda c: (-classes[c].weight, c))
+    by_cls: dict[str, dict[str, list[JobAsk]]] = {}
+    for j in jobs:
+        by_cls.setdefault(j.cls, {}).setdefault(j.user, []).append(j)
+    cls_names = sorted(by_cls, key=lambda c: (-classes[c].weight, c))
     children: dict[str, list[str]] = {ROOT: []}
     ratio: dict[str, int] = {ROOT: 1}
     prio: dict[str, int | None] = {ROOT: None}
+    order: list[str] = [ROOT]
     for c in cls_names:
-        cnode = f"/{c}"
+        cnode = "/" + c
         children[ROOT].append(cnode)
         ratio[cnode] = max(classes[c].weight, 0)
         prio[cnode] = None  # priorities are separate passes
-        users = sorted({j.user for j in jobs if j.cls == c})
-        children[cnode] = []
-        for u in users:
-            unode = f"{cnode}/{u}"
-            children[cnode].append(unode)
-            ratio[unode], prio[unode] = 1, None
-            mine = sorted((j for j in jobs if j.cls == c and j.user == u), key=lambda j: (j.submitted, j.id))
+        order.append(cnode)
+        users = by_cls[c]
+        kids: list[str] = []
+        children[cnode] = kids
+        for u in sorted(users):
+            unode = cnode + "/" + u
+            kids.append(unode)
+            ratio[unode] = 1
+            prio[unode] = None
+            order.append(unode)
+            mine = sorted(users[u], key=lambda j: (j.submitted, j.id))
             children[unode] = [j.id for j in mine]
             for j in mine:
-                ratio[j.id], prio[j.id] = 1, None
-    order = [ROOT] + [n for c in children[ROOT] for n in [c] + children[c] + [x for u in children[c] for x in children[u]]]
+                ratio[j.id] = 1
+                prio[j.id] = None
+                order.append(j.id)
     index = {n: i for i, n in enumerate(order)}
     return ShareTree(children, ratio, prio, index), index
 
 
 def _needs(tree: ShareTree, want: Mapping[str, int]) -> dict[str, mpq]:
+    """Each node's need: a job's is what it wants, a parent's the sum below it."""
     need: dict[str, mpq] = {}
-
-    def visit(node: str) -> mpq:
-        kids = tree.children.get(node)
-        if not kids:
-            n = mpq(want.get(node, 0))
-        else:
-            n = mpq(0)
-            for k in kids:
-                v = visit(k)
-                if tree.ratio[k] > 0:
-                    n += v
-        need[node] = n
-        return n
-
-    visit(ROOT)
+    zero = mpq(0)
+    total = zero
+    for cnode in tree.children[ROOT]:
+        csum = zero
+        for unode in tree.children[cnode]:
+            usum = 0
+            for jid in tree.children[unode]:
+                w = want.get(jid, 0)
+                if w:
+                    need[jid] = mpq(w)
+                    usum += w
+            need[unode] = mpq(usum)
+            csum += usum
+        need[cnode] = mpq(csum)
+        if tree.ratio[cnode] > 0:
+            total += csum
+    need[ROOT] = total
     return need
 
 
-def _fit(jobs: list[JobAsk], processes: Mapping[str, int], free: OrderTables, out: HowMuch) -> dict[str, int]:
-    """Place each job's processes on the free space, largest order first (the hardest
-    to fit), each on the smallest free space that holds it."""
-    given: dict[str, int] = {}
-    for j in sorted(jobs, key=lambda j: (-j.order, j.submitted, j.id)):
-        n = min(processes.get(j.id, 0), j.cap - out.counts[j.id])
-        placed = 0
-        while placed < n and _place(free, j.order):
-            placed += 1
-        out.counts[j.id] += placed
-        given[j.id] = placed
-    return given
-
-
-def _fits_somewhere(t: OrderTables, order: int) -> bool:
-    return order <= t.max_order and t.shares[order] > 0
-
-
-def _place(t: OrderTables, order: int) -> bool:
-    """Take an order-``order`` space from the smallest free space that holds it, a
-    partly used machine before a whole one of the same free size."""
-    for f in range(order, t.max_order + 1):
-        if t.virtual[f] > 0:
-            # a virtual machine's real order only has to exceed its free space
-            t.allocate(t.max_order, f, order)
-            return True
-        if t.machines[f] > 0:
-            t.allocate(f, f, order)
-            return True
-    return False
-
-
-def _copy(t: OrderTables) -> OrderTables:
-    c = OrderTables(t.max_order)
-    c.machines[:] = t.machines
-    c.virtual[:] = t.virtual
+def _pad(t: OrderTables, max_order: int) -> OrderTables:
+    c = OrderTables(max_order)
+    c.machines[:len(t.machines)] = t.machines
+    c.virtual[:len(t.virtual)] = t.virtual
     return c
