@@ -35,19 +35,53 @@ def _load(file: Path):
         raise typer.Exit(2) from None
 
 
+def _load_ducc(file: Path, jobs: Path | None = None, prop: list[str] | None = None):
+    from apportion.cli.importer import _pairs
+    from apportion.plan import PlanError
+    from apportion.scenario import ducc_cli
+
+    try:
+        return ducc_cli.load(file, jobs, _pairs(prop or [], "--property"))
+    except PlanError as e:
+        err.print(f"[bold red]{len(e.problems)} problem(s) in {file}:[/]")
+        for p in e.problems:
+            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
 @app.command()
 def solve(
-    file: Path = typer.Argument(..., help="A scenario: a plan plus a timeline (YAML or TOML)."),
+    file: Path = typer.Argument(..., help="A scenario: a plan plus a timeline (YAML or TOML); or a DUCC "
+                                "scenario (a `ducc:` key) or DUCC configuration directory (docs/plan-format.md)."),
     json_out: bool = typer.Option(False, "--json", help="Print the snapshots as JSON (the stable contract)."),
+    jobs: Path | None = typer.Option(None, "--jobs", help="With a DUCC directory: a jobs file (a DUCC scenario "
+                                     "without ducc:; default DIR/jobs.yaml) or a DUCC workload directory (jobs.in/)."),
+    prop: list[str] = typer.Option([], "--property", "-p", metavar="KEY=VALUE",
+                                   help="With a DUCC directory: a ducc.rm.* property; repeatable."),
 ) -> None:
     """Run a scenario through the engine and print the settled state after each step."""
+    from apportion.scenario import ducc_cli
     from apportion.scenario.runner import SettleError, run
 
+    if ducc_cli.is_ducc_input(file):
+        from apportion.scenario.ducc_runner import DuccRunError, run as run_ducc
+
+        try:
+            ducc_snaps = run_ducc(_load_ducc(file, jobs, prop))
+        except DuccRunError as e:
+            err.print(f"[bold red]{file}:[/] {e}. That is a bug in apportion: please report it with this "
+                      "scenario.", soft_wrap=True)
+            raise typer.Exit(3) from None
+        if json_out:
+            print(json.dumps({"snapshots": ducc_snaps}, indent=1))
+        else:
+            ducc_cli.render(out, ducc_snaps)
+        return
     scenario = _load(file)
     if scenario.plan.ducc is not None:
-        err.print(f"[bold red]{file}:[/] has a `ducc:` section. It is valid, but DUCC fair-share "
-                  "scheduling (quanta, nodepools, classes) is not in the engine yet, so it cannot "
-                  "be solved; `apportion validate` checks it.", soft_wrap=True)
+        err.print(f"[bold red]{file}:[/] has a `ducc:` section beside EGO sections (resource_groups, consumers, "
+                  "policy). `apportion solve` runs either a DUCC scenario or an EGO one: move the DUCC part "
+                  "to a file of its own (docs/plan-format.md, \"DUCC scenarios\").", soft_wrap=True)
         raise typer.Exit(2)
     try:
         snaps = run(scenario)
@@ -66,6 +100,11 @@ def solve(
 @app.command()
 def validate(file: Path = typer.Argument(..., help="A plan or scenario file (YAML or TOML).")) -> None:
     """Check a plan or scenario without running it: every problem, with file:line: field: reason."""
+    from apportion.scenario import ducc_cli
+
+    if ducc_cli.is_ducc_input(file):
+        out.print(f"[green]ok[/]: {file}: {ducc_cli.summary(_load_ducc(file))}", soft_wrap=True)
+        return
     sc = _load(file)
     ducc = sc.plan.ducc
     extra = (f", a DUCC configuration ({len(ducc.nodepools)} nodepools, {len(ducc.classes)} classes, "
@@ -104,6 +143,13 @@ def plan_diff_cmd(
     from rich.table import Table
 
     out.print(f"At t = {result['at']:g}s, putting {new} in force would:")
+    if result["moves"]:
+        t = Table(title="owners that change (- = pool)", title_justify="left")
+        for col in ("group", "host", "slots", "from", "to"):
+            t.add_column(col)
+        for m in result["moves"]:
+            t.add_row(m["group"], m["host"], str(m["slots"]), m["from"] or "-", m["to"] or "-")
+        out.print(t)
     if result["reclaims"]:
         t = Table(title="reclaim (the holder keeps the slots until the deadline)", title_justify="left")
         for col in ("request", "host", "slots", "deadline", "for", "reason"):
@@ -126,8 +172,8 @@ def plan_diff_cmd(
             for g, v in groups.items():
                 t.add_row(path, g, "-" if v["before"] is None else str(v["before"]), str(v["after"]))
         out.print(t)
-    if not (result["reclaims"] or result["removed"] or result["deserved"]):
-        out.print("nothing: no reclaim, no removal, no deserved share changes.")
+    if not (result["moves"] or result["reclaims"] or result["removed"] or result["deserved"]):
+        out.print("nothing: no owned host moves, no reclaim, no removal, no deserved share changes.")
 
 
 def main() -> None:  # pragma: no cover
