@@ -153,3 +153,84 @@ def engine(
         print(json.dumps({"machine": machine, "result": r}, indent=1))
     else:
         _render(console, machine, r)
+
+
+@bench_app.command("ducc")
+def ducc(
+    machines: int = typer.Option(2_000, "--machines", min=1, help="Machines (32-256 GB each)."),
+    classes: int = typer.Option(20, "--classes", min=1, help="Classes, over 3 priorities."),
+    users: int = typer.Option(500, "--users", min=1, help="Users."),
+    jobs: int = typer.Option(5_000, "--jobs", min=1, help="Jobs submitted at the start."),
+    quantum: int = typer.Option(15, "--quantum", min=1, help="Share quantum, GB."),
+    cycles: int = typer.Option(20, "--cycles", min=0, help="Cycles timed after the first one."),
+    arrivals: int = typer.Option(25, "--arrivals", min=0, help="New jobs per cycle."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the workload generator."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Time one full DUCC scheduling cycle (caps, How Much, What Of, evictions, defragmentation)."""
+    from apportion.bench.ducc_bench import DuccBenchSpec, render, run
+    from apportion.bench.machine import machine_info
+
+    try:
+        spec = DuccBenchSpec(machines=machines, classes=classes, users=users, jobs=jobs, quantum=quantum,
+                             cycles=cycles, arrivals=arrivals, seed=seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    machine = machine_info()
+    r = run(spec)
+    if json_out:
+        print(json.dumps({"machine": machine, "result": r}, indent=1))
+    else:
+        render(Console(), machine, r)
+
+
+@bench_app.command("plan-change")
+def plan_change(
+    hosts: int = typer.Option(10_000, "--hosts", min=1, help="Hosts, every one owned."),
+    slots: int = typer.Option(16, "--slots-per-host", min=1, help="Slots on each host."),
+    parents: int = typer.Option(20, "--parents", min=1, help="Top-level consumers owning hosts."),
+    leaves: int = typer.Option(1_000, "--leaves", min=1, help="Leaves owning hosts, under the parents."),
+    change_fraction: float = typer.Option(0.10, "--change-fraction", min=0.0, max=1.0,
+                                          help="Share of the leaves whose ownership the change alters."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Time a plan change under running work (diff + apply) and count the reclaims it forces."""
+    from apportion.bench.machine import machine_info
+    from apportion.bench.plan_change_bench import PlanChangeSpec, run
+
+    try:
+        spec = PlanChangeSpec(hosts=hosts, slots=slots, parents=parents, leaves=leaves,
+                              change_fraction=change_fraction)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    machine = machine_info()
+    r = run(spec)
+    if json_out:
+        print(json.dumps({"machine": machine, "result": r}, indent=1))
+        return
+    console = Console()
+    cl, ch = r["cluster"], r["change"]
+    console.print(f"[bold]machine[/]: {_machine_line(machine)}")
+    console.print(f"[bold]engine[/]: {_revision(r['revision'])}")
+    console.print(f"[bold]cluster[/]: {cl['hosts']:,} hosts, {cl['slots']:,} slots, all owned; {cl['consumers']:,} "
+                  f"consumers ({cl['owning_leaves']:,} leaves owning hosts); {cl['allocations']:,} allocations "
+                  f"({cl['allocations_on_own_hosts']:,} on their owner's hosts)")
+    console.print(f"[bold]change[/]: {ch['leaves_altered']} ownerships altered ({ch['shrinkers']} leaves a host "
+                  f"less, {ch['growers']} a host more)")
+    t = Table(title="apportion bench plan-change")
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    t.add_column("target", justify="right")
+    t.add_column("")
+    t.add_row("diff (new ownership + moves)", _s(r["diff_s"]), "", "")
+    t.add_row("apply (Engine.apply_plan)", _s(r["apply_s"]), "", "")
+    t.add_row("diff + apply", _s(r["diff_and_apply_s"]), _s(r["target_s"]),
+              "[green]met[/]" if r["met"] else "[red]not met[/]")
+    t.add_row("hosts that change owner", f"{r['moved_hosts']:,}", "", "")
+    t.add_row("allocations reclaimed", f"{r['reclaims']:,} ({r['reclaimed_slots']:,} slots)",
+              f"{r['minimum_reclaims']:,}",
+              "[green]= minimum[/]" if r["reclaims"] == r["minimum_reclaims"] else "[red]above minimum[/]")
+    t.add_row("  of them on a moved host", f"{r['reclaims_on_moved_hosts']:,}", "", "")
+    t.add_row("removed at once", f"{r['removed']:,}", "0", "")
+    t.add_row("settle after the change", f"{r['settle_after_cycles']} cycles, {_s(r['settle_after_s'])}", "", "")
+    console.print(t)
