@@ -92,6 +92,8 @@ def test_down_hosts_are_not_assigned(write):
      "give one of owned, owned_hosts and owned_per_host (owned is given here too)"),
     ("  - {path: /A, owned_per_host: 2, partial: true}   # <-\n", "consumers[0].partial",
      "partial applies to owned_hosts: N"),
+    ("  - {path: /A, owned_per_host: 5, resource_groups: [RG1]}   # <-\n", "consumers[0].owned_per_host",
+     "owned_per_host 5 is more than any host of RG1 has (the largest has 4 slots)"),
     ("  - {path: /A, owned_hosts: 1, resource_groups: [RG1], max: 3}   # <-\n", "consumers[0].max",
      "below what /A owns in RG1 (4 slots with owned_hosts: 1)"),
 ])

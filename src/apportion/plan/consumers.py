@@ -389,6 +389,12 @@ def _check_host_ownership(ctx: Context) -> None:
                         add(at, f"host {_listing(twice)} named twice")
                     names.extend(n for n in expanded if n not in names)
                 values["owned_hosts"] = tuple(names)
+            per_host = values["owned_per_host"]
+            if per_host is not None and ctx.hosts_complete and group in members and members[group]:
+                largest = max((h.slots for h in ctx.hosts if h.name in members[group]), default=0)
+                if per_host > largest:
+                    add(sources["owned_per_host"], f"owned_per_host {per_host} is more than any host of "
+                        f"{group} has (the largest has {largest} slots)")
             if values["partial"] and _kind(values) != "hosts":
                 add(sources["partial"], "partial applies to owned_hosts: N (a number of hosts) only; "
                     f"{info.path} has {_form(values)} in {group}")
