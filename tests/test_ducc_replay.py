@@ -7,6 +7,10 @@ replay is checked at every cycle:
 - no machine holds more quanta than its order (processes being removed included);
 - every eviction is of a job over its count, or taken for defragmentation (and then
   the victim is not left needy itself);
+- no job waits with a count of 0 for more than ``MAX_STARVED_CYCLES`` cycles in a row
+  while a job of its class holds more than an equal split of the cluster's quanta
+  among that class's jobs (fair share counts the space incumbents hold, fragmented
+  or not);
 - every job finishes.
 
 These tests need ../shared beside the repository and skip without it. The workload
@@ -35,6 +39,9 @@ needs_traces = pytest.mark.skipif(
 )
 
 
+MAX_STARVED_CYCLES = 3  # 0 on both mega traces; 74 on mega-30-min when fragmented space starved newcomers
+
+
 class Checks:
     """Invariants checked at every cycle of a replay."""
 
@@ -42,6 +49,7 @@ class Checks:
         self.cycles = 0
         self.evictions: dict[str, int] = {}
         self.max_quanta = 0
+        self.starved: dict[str, int] = {}  # job -> cycles in a row at count 0 beside a rich job of its class
 
     def __call__(self, rec: CycleRecord) -> None:
         self.cycles += 1
@@ -73,6 +81,29 @@ class Checks:
                 left = acc.held - acc.pending_removal
                 assert left >= min(acc.deserved, threshold), (
                     f"cycle {rec.cycle}: defragmentation left {job} needy ({left} < {acc.deserved})")
+        self._fairness(rec, sum(orders.values()))
+
+    def _fairness(self, rec: CycleRecord, total: int) -> None:
+        d = rec.decisions
+        cls_of = {j.id: j.cls for j in rec.before.jobs}
+        holds: dict[str, int] = {}  # quanta each job keeps after the cycle
+        for p in rec.after.processes:
+            if p.share_id not in rec.after.pending_removal:
+                holds[p.job] = holds.get(p.job, 0) + p.order
+        wanting: dict[str, list[str]] = {}
+        for jid, acc in d.jobs.items():
+            if acc.cap > 0:
+                wanting.setdefault(cls_of[jid], []).append(jid)
+        for jid, acc in d.jobs.items():
+            starved = False
+            if acc.counted == 0 and acc.cap > 0:
+                peers = wanting[cls_of[jid]]
+                equal = total / len(peers)
+                starved = any(holds.get(k, 0) > equal for k in peers if k != jid)
+            run = self.starved[jid] = self.starved.get(jid, 0) + 1 if starved else 0
+            assert run <= MAX_STARVED_CYCLES, (
+                f"cycle {rec.cycle}: {jid} has waited {run} cycles with a count of 0 while "
+                f"{max(wanting[cls_of[jid]], key=lambda k: holds.get(k, 0))} holds more than its fair share")
 
 
 def _replay(name: str) -> tuple[list[dict], Checks, int]:

@@ -87,6 +87,32 @@ def test_leftover_quanta_go_as_bonus_to_who_can_use_them():
     assert sum(r.counts[j] * o for j, o in (("a", 2), ("b", 2), ("c", 1))) == 6 and r.quanta_left == 0
 
 
+def test_fragmented_space_shares_the_places_that_exist():
+    # four order-3 machines: 12 quanta but only four places for an order-2 process.
+    # Two users, 6 quanta each, is 3 processes each in quanta; the four places go 2 : 2,
+    # not 3 to the first job in line and 1 to the next
+    r = how_much([FairClass("normal")],
+                 [JobAsk("a", "ann", "normal", 2, 100), JobAsk("b", "bob", "normal", 2, 100, submitted=1)],
+                 machines(3, 3, 3, 3))
+    assert r.counts == {"a": 2, "b": 2} and r.pure_fair_share == {"a": 2, "b": 2}
+    assert r.quanta_left == 4 and r.free.shares[2] == 0
+    # bob can use 1 process now: ann is owed 10 quanta (5 processes), but only 3 places are
+    # left for her; bob is not left with nothing because ann came first
+    r = how_much([FairClass("normal")],
+                 [JobAsk("a", "ann", "normal", 2, 100), JobAsk("b", "bob", "normal", 2, 1, submitted=1)],
+                 machines(3, 3, 3, 3))
+    assert r.counts == {"a": 3, "b": 1} and r.pure_fair_share == {"a": 3, "b": 1}
+
+
+def test_fragmented_space_is_shared_by_class_weight():
+    # weights 3 : 1 on 12 quanta (9 : 3, 4 and 1 processes in quanta); the four order-2
+    # places are shared 3 : 1 (6 and 2 quanta of the 8 they hold)
+    r = how_much([FairClass("high", weight=3), FairClass("low", weight=1)],
+                 [JobAsk("h", "u", "high", 2, 100), JobAsk("l", "v", "low", 2, 100)],
+                 machines(3, 3, 3, 3))
+    assert r.counts == {"h": 3, "l": 1}
+
+
 @st.composite
 def cases(draw):
     orders = draw(st.lists(st.integers(1, 6), min_size=1, max_size=8))

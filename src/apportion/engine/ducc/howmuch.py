@@ -9,7 +9,13 @@ apportion's reading, on the engine's one model (POLICY-NOTES 1 and 8):
   share pools), each job capped by what it can use now (its cap in processes times
   its order), so a small-order job is never starved by a large-order one;
 - each job's quanta become whole processes, which must fit the machines: jobs are
-  fitted largest order first, each process on the smallest free space that holds it;
+  fitted largest order first, each process on the smallest free space that holds it.
+  Quanta are not places: fragmented space holds fewer processes of an order than its
+  quanta suggest (four order-3 machines: 12 quanta, four order-2 places). When the
+  jobs of one order were given more processes than there are places for that order,
+  the places are shared among them by the same water-fill (each at most what it was
+  given), so the first job in line does not take them all (seed 001's apportionQShares
+  works order by order on nSharesByOrder for this reason);
 - the fractions of a process each job was owed then go by largest remainder: the job
   closest to having earned one more process (owed quanta / order) gets it first,
   as long as it fits and the job is owed something;
@@ -198,6 +204,19 @@ def view_fits(view: View, order: int) -> bool:
     return False
 
 
+def view_room(view: View, order: int) -> int:
+    """How many processes of ``order`` the free space still holds (a larger space split)."""
+    room = 0
+    for s in view:
+        if s.top >= order:
+            whole, part = s.whole, s.part
+            for f in range(order, s.top + 1):
+                c = whole[f] + part[f]
+                if c:
+                    room += (f // order) * c
+    return room
+
+
 def view_place(view: View, order: int, n: int) -> int:
     placed = 0
     for s in view:
@@ -241,14 +260,8 @@ def fair_share(jobs: Sequence[JobAsk], classes: Mapping[str, FairClass], view: V
     exact = _round(tree, jobs, view, counts)
     if exact is None:
         return
-    for j in fit_order:
-        q = exact.get(j.id)
-        if q:
-            n = min(int(floor(q / j.order)), j.cap - counts[j.id])
-            if n > 0:
-                placed = view_place(view, j.order, n)
-                counts[j.id] += placed
-                out.pure_fair_share[j.id] += placed
+    for jid, placed in _place(tree, index, fit_order, exact, view, counts).items():
+        out.pure_fair_share[jid] += placed
     # largest remainder: the process a job is closest to having earned goes first
     heap = []
     for j in jobs:
@@ -270,16 +283,7 @@ def fair_share(jobs: Sequence[JobAsk], classes: Mapping[str, FairClass], view: V
         got = _round(tree, jobs, view, counts)
         if got is None:
             break
-        given = 0
-        for j in fit_order:
-            q = got.get(j.id)
-            if q:
-                n = min(int(floor(q / j.order)), j.cap - counts[j.id])
-                if n > 0:
-                    placed = view_place(view, j.order, n)
-                    counts[j.id] += placed
-                    given += placed
-        if not given:
+        if not _place(tree, index, fit_order, got, view, counts):
             break
     # the last quanta, one process at a time, to the job furthest below its weighted share
     heap = [(counts[j.id] * j.order / _weight(j, classes), index[j.id], j) for j in jobs if j.cap > counts[j.id]]
@@ -292,6 +296,71 @@ def fair_share(jobs: Sequence[JobAsk], classes: Mapping[str, FairClass], view: V
         counts[j.id] += 1
         if counts[j.id] < j.cap:
             heapq.heappush(heap, (counts[j.id] * j.order / _weight(j, classes), i, j))
+
+
+def _place(tree: ShareTree, index: Mapping[str, int], fit_order: Sequence[JobAsk], shares: Mapping[str, mpq],
+           view: View, counts: dict[str, int]) -> dict[str, int]:
+    """Turn each job's quanta in ``shares`` into whole processes (floored, within its
+    cap) and place them, largest order first; returns the processes placed per job.
+
+    The quanta were counted over all the free space, but fragmented space holds fewer
+    processes of an order than its quanta suggest (four order-3 machines: 12 quanta,
+    only four order-2 processes). When the processes the jobs of one order were given
+    do not all fit, the places that are left for that order are shared among those
+    jobs by the same water-fill (each never above what it was given), not handed to
+    the first job in line: the rest of each job's share is owed quanta that no
+    process of its order fits now."""
+    placed: dict[str, int] = {}
+    i, n = 0, len(fit_order)
+    while i < n:
+        order = fit_order[i].order
+        want: dict[str, int] = {}
+        total = 0
+        while i < n and fit_order[i].order == order:
+            j = fit_order[i]
+            i += 1
+            q = shares.get(j.id)
+            if q:
+                k = min(int(floor(q / order)), j.cap - counts[j.id])
+                if k > 0:
+                    want[j.id] = k
+                    total += k
+        if not want:
+            continue
+        room = view_room(view, order)
+        if room <= 0:
+            continue
+        if total > room:
+            want = _share_room(tree, index, want, room, order)
+        for jid, k in want.items():
+            if k > 0:
+                got = view_place(view, order, k)
+                if got:
+                    counts[jid] += got
+                    placed[jid] = placed.get(jid, 0) + got
+    return placed
+
+
+def _share_room(tree: ShareTree, index: Mapping[str, int], want: Mapping[str, int], room: int,
+                order: int) -> dict[str, int]:
+    """``room`` processes of ``order`` for jobs that want more in all: the water-fill of
+    room x order quanta over them, each capped at what it wants, floored; the places
+    the floors leave go by largest remainder (ties in tree order)."""
+    fill = waterfill(tree, ROOT, mpq(room * order), _needs(tree, {jid: k * order for jid, k in want.items()}))
+    out: dict[str, int] = {}
+    rest = []
+    left = room
+    for jid in want:
+        procs = fill.get(jid, 0) / order
+        whole = int(floor(procs))
+        out[jid] = whole
+        left -= whole
+        if procs > whole:
+            rest.append((-(procs - whole), index[jid], jid))
+    rest.sort()
+    for _, _, jid in rest[:max(0, left)]:
+        out[jid] += 1
+    return out
 
 
 def _round(tree: ShareTree, jobs: Sequence[JobAsk], view: View, counts: Mapping[str, int]) -> dict | None:
