@@ -104,6 +104,22 @@ def _render_curve(console: Console, machine: dict, points: list[dict], exps: dic
                   "(1.00 is linear; n log n over a 10x step is about 1.1).")
 
 
+def _spec(make, **fields):
+    """A benchmark's spec, its checks turned into a usage error naming the option."""
+    try:
+        return make(**fields)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+def _emit(machine: dict, result: dict, json_out: bool, render) -> None:
+    """One benchmark's figures: JSON ({"machine", "result"}) or the human rendering."""
+    if json_out:
+        print(json.dumps({"machine": machine, "result": result}, indent=1))
+    else:
+        render(Console(), machine, result)
+
+
 @bench_app.command("engine")
 def engine(
     hosts: int = typer.Option(10_000, "--hosts", min=1, help="Hosts in the cluster."),
@@ -128,11 +144,8 @@ def engine(
     from apportion.bench.machine import machine_info
     from apportion.bench.workload import WorkloadSpec
 
-    try:
-        spec = WorkloadSpec(hosts=hosts, slots_per_host=slots_per_host, leaves=leaves, requests=requests,
-                            groups=groups, seed=seed)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+    spec = _spec(WorkloadSpec, hosts=hosts, slots_per_host=slots_per_host, leaves=leaves, requests=requests,
+                 groups=groups, seed=seed)
     machine = machine_info()
     console = Console()
     errc = Console(stderr=True)
@@ -148,11 +161,7 @@ def engine(
         else:
             _render_curve(console, machine, points, exps)
         return
-    r = run(spec, steady_cycles, change_fraction, trace_memory=trace_memory)
-    if json_out:
-        print(json.dumps({"machine": machine, "result": r}, indent=1))
-    else:
-        _render(console, machine, r)
+    _emit(machine, run(spec, steady_cycles, change_fraction, trace_memory=trace_memory), json_out, _render)
 
 
 @bench_app.command("ducc")
@@ -171,17 +180,9 @@ def ducc(
     from apportion.bench.ducc_bench import DuccBenchSpec, render, run
     from apportion.bench.machine import machine_info
 
-    try:
-        spec = DuccBenchSpec(machines=machines, classes=classes, users=users, jobs=jobs, quantum=quantum,
-                             cycles=cycles, arrivals=arrivals, seed=seed)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    machine = machine_info()
-    r = run(spec)
-    if json_out:
-        print(json.dumps({"machine": machine, "result": r}, indent=1))
-    else:
-        render(Console(), machine, r)
+    spec = _spec(DuccBenchSpec, machines=machines, classes=classes, users=users, jobs=jobs, quantum=quantum,
+                 cycles=cycles, arrivals=arrivals, seed=seed)
+    _emit(machine_info(), run(spec), json_out, render)
 
 
 @bench_app.command("plan-change")
@@ -198,17 +199,12 @@ def plan_change(
     from apportion.bench.machine import machine_info
     from apportion.bench.plan_change_bench import PlanChangeSpec, run
 
-    try:
-        spec = PlanChangeSpec(hosts=hosts, slots=slots, parents=parents, leaves=leaves,
-                              change_fraction=change_fraction)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    machine = machine_info()
-    r = run(spec)
-    if json_out:
-        print(json.dumps({"machine": machine, "result": r}, indent=1))
-        return
-    console = Console()
+    spec = _spec(PlanChangeSpec, hosts=hosts, slots=slots, parents=parents, leaves=leaves,
+                 change_fraction=change_fraction)
+    _emit(machine_info(), run(spec), json_out, _render_plan_change)
+
+
+def _render_plan_change(console: Console, machine: dict, r: dict) -> None:
     cl, ch = r["cluster"], r["change"]
     console.print(f"[bold]machine[/]: {_machine_line(machine)}")
     console.print(f"[bold]engine[/]: {_revision(r['revision'])}")
