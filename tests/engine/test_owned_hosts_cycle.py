@@ -105,3 +105,12 @@ def test_a_sibling_borrows_a_lent_host_before_a_better_ranked_cousin():
     sim = Sim(plan).req("c", "/Q/cousin", max=6).req("s", "/P/sib", max=6)
     sim.settle()
     assert sim.holds("/P/sib", "/Q/cousin") == [6, 0]
+
+
+def test_report_splits_pool_use_into_private_and_public():
+    # /P owns 6 of 12 slots, /P/a owns none: /P/a asks for 9 and takes the 6 of
+    # /P's private pool first, then 3 from the public pool
+    plan = make_plan({"/P": {"owned": 6}, "/P/a": {}, "/Q": {}}, hosts=2, slots=6)
+    sim = Sim(plan).req("r", "/P/a", max=9).settle()
+    line = sim.line("/P/a")
+    assert (line.held, line.private_pool, line.public_pool) == (9, 6, 3)

@@ -26,6 +26,8 @@ class GroupLine:
     planned_owned: int = 0  # effective ownership in force (after overallocation)
     shortfall: int = 0  # held below the guarantee while demand is unmet (EGO reports)
     owned_hosts: list[str] = field(default_factory=list)  # hosts owned whole, sorted (seed 000)
+    private_pool: int = 0  # held from the private pools of consumers (seed 000's private pools)
+    public_pool: int = 0  # held from the public pool (the root's)
 
 
 @dataclass(slots=True)
@@ -78,6 +80,10 @@ def build_report(state: ClusterState, views: dict) -> Report:
                 gl.held += u.held
                 gl.owned += u.own
                 for owner, n in u.pools.items():
+                    if owner == ROOT:
+                        gl.public_pool += n
+                    else:
+                        gl.private_pool += n
                     if owner != ROOT and owner in inside:
                         gl.owned += n
                     else:

@@ -73,6 +73,7 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_pla
                     "lent": gl.lent, "deserved": gl.deserved, "demand": gl.demand,
                     "planned_owned": gl.planned_owned, "shortfall": gl.shortfall,
                     "owned_hosts": list(gl.owned_hosts),
+                    "private_pool": gl.private_pool, "public_pool": gl.public_pool,
                 }
                 for g, gl in line.groups.items()
             },
