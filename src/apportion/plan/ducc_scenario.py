@@ -36,6 +36,7 @@ from apportion.importers.ducc.model import DuccConfig, Policy
 from apportion.importers.ducc.values import suggest
 from apportion.plan.errors import KeyPath, PlanError, Positions, Problem, Reporter
 from apportion.plan.hostnames import expand_hosts
+from apportion.plan.hosts import new_host_names
 from apportion.plan.positions import load_document
 from apportion.plan.schema import Checked, RequestId, kind_of, show, validate_item
 from apportion.scenario.ducc_model import (
@@ -194,23 +195,12 @@ class _Compiler:
         first: dict[str, int] = {}
         for i, raw in enumerate(items):
             item = self.checked(DuccHostIn, raw, ("hosts", i))
-            name = item.value("name")
-            if not isinstance(name, str):
+            names = new_host_names(item.value("name"), i, first,
+                                   lambda reason, i=i: self.add(("hosts", i, "name"), reason))
+            if names is None:
                 self.hosts_complete = False
                 continue
-            try:
-                names = expand_hosts(name)
-            except ValueError as exc:
-                self.add(("hosts", i, "name"), str(exc))
-                self.hosts_complete = False
-                continue
-            twice = [n for n in names if n in first]
-            if twice:
-                self.add(("hosts", i, "name"), f"{', '.join(twice[:5])} already defined by hosts[{first[twice[0]]}]")
             for n in names:
-                if n in first:
-                    continue
-                first[n] = i
                 self.host_names.append(n)
                 if item.model is not None and item.model.memory is not None:
                     self.memory[n] = item.model.memory

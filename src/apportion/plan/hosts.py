@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from apportion.engine.model import AllocationPolicy, Host, HostState, ResourceGroup
 from apportion.plan.context import Context
 from apportion.plan.errors import KeyPath
@@ -15,33 +17,45 @@ def _names_list(names: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def new_host_names(name: object, index: int, first_seen: dict[str, int],
+                   problem: Callable[[str], None]) -> list[str] | None:
+    """The names ``hosts[index].name`` expands to that no earlier entry defined.
+    A bad range is reported (None); names defined before are reported and left out.
+    ``first_seen`` (name -> index of the entry that defined it) is kept up to date.
+    Plans and DUCC scenarios both read their host lists through here."""
+    if not isinstance(name, str):
+        return None
+    try:
+        names = expand_hosts(name)
+    except ValueError as exc:
+        problem(str(exc))
+        return None
+    twice = [n for n in names if n in first_seen]
+    if twice:
+        earlier = sorted({first_seen[n] for n in twice})
+        problem(f"{_names_list(twice)} already defined by " + ", ".join(f"hosts[{i}]" for i in earlier))
+    fresh = []
+    for n in names:
+        if n not in first_seen:
+            first_seen[n] = index
+            fresh.append(n)
+    return fresh
+
+
 def compile_hosts(ctx: Context, items: list[Checked[HostIn]]) -> None:
     """One Host per expanded name, in plan order; every name at most once."""
     first_seen: dict[str, int] = {}
     for index, item in enumerate(items):
         where: KeyPath = ("hosts", index, "name")
         name = item.value("name")
-        if not isinstance(name, str):
-            ctx.hosts_complete = False
+        names = new_host_names(name, index, first_seen, lambda reason, where=where: ctx.add(where, reason))
+        if names is None:
+            if isinstance(name, str):
+                ctx.host_names.add(name)
+            else:
+                ctx.hosts_complete = False
             continue
-        try:
-            names = expand_hosts(name)
-        except ValueError as exc:
-            ctx.add(where, str(exc))
-            ctx.host_names.add(name)
-            continue
-        twice = [n for n in names if n in first_seen]
-        if twice:
-            earlier = sorted({first_seen[n] for n in twice})
-            ctx.add(
-                where,
-                f"{_names_list(twice)} already defined by "
-                + ", ".join(f"hosts[{i}]" for i in earlier),
-            )
         for host_name in names:
-            if host_name in first_seen:
-                continue
-            first_seen[host_name] = index
             ctx.host_names.add(host_name)
             if item.model is not None:
                 m = item.model
