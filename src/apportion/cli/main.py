@@ -72,10 +72,7 @@ def solve(
             err.print(f"[bold red]{file}:[/] {e}. That is a bug in apportion: please report it with this "
                       "scenario.", soft_wrap=True)
             raise typer.Exit(3) from None
-        if json_out:
-            print(json.dumps({"snapshots": ducc_snaps}, indent=1))
-        else:
-            ducc_cli.render(out, ducc_snaps)
+        _print_snapshots(ducc_snaps, json_out, ducc_cli.render)
         return
     scenario = _load(file)
     if scenario.plan.ducc is not None:
@@ -89,12 +86,17 @@ def solve(
         err.print(f"[bold red]{file}:[/] the engine did not reach a steady state ({e}). That is a bug in "
                   "apportion, not in the plan: please report it with this scenario.", soft_wrap=True)
         raise typer.Exit(3) from None
+    from apportion.cli.render import render_snapshots
+
+    _print_snapshots(snaps, json_out, render_snapshots)
+
+
+def _print_snapshots(snaps: list, json_out: bool, render) -> None:
+    """A scenario's snapshots, EGO or DUCC: the JSON contract, or rich tables."""
     if json_out:
         print(json.dumps({"snapshots": snaps}, indent=1))
     else:
-        from apportion.cli.render import render_snapshots
-
-        render_snapshots(out, snaps)
+        render(out, snaps)
 
 
 @app.command()
