@@ -686,20 +686,13 @@ class Cycle:
         src = lent_source(leaf)
         victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
         for b in victims:
-            n = min(self.want.get(leaf, 0), rs.unmet, self._own_due(leaf, g, v))
+            n = min(self.want.get(leaf, 0), rs.unmet)
             n -= n % rs.spec.order  # whole instances only
             if n <= 0:
                 break
             got = self._mark(b, g, src, n, leaf, min(v.settings[b].grace, lgrace),
                              "owner reclaims lent slots", rs.spec)
             self.want[leaf] -= got
-
-    def _own_due(self, leaf: str, g: str, v: GroupView) -> int:
-        """Owned slots the leaf may still claim back: lent and not yet on their way back."""
-        u = self.s.usage.get((leaf, g))
-        if u is None:
-            return 0
-        return u.lent_total - u.incoming.get(lent_source(leaf), 0)
 
     # -- 6. share-pool reclaim for fairness ------------------------------------
     def _reclaim_pool(self) -> None:
