@@ -628,7 +628,14 @@ class Cycle:
                 left -= take
         else:
             # per host, whole instances of the request: free slots there count,
-            # so only what is missing for an instance is taken
+            # so only what is missing for an instance is taken. Most victims hold
+            # too little on any one host for that: one look at their hosts says so
+            order = req.order
+            for host, have in self.s.source_hosts[(victim_leaf, g, src)].items():
+                if hosts[host].free + have >= order:
+                    break
+            else:
+                return 0
             by_host: dict[str, list] = {}
             for a in reversed(index.values()):
                 if a.reclaim is None:

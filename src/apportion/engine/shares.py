@@ -12,7 +12,6 @@ branches that still have unmet demand (seed 004).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from math import floor
 
 from gmpy2 import mpq as Fraction  # exact rationals, fast
 
@@ -26,7 +25,7 @@ class ShareTree:
     is better, None last) and ``index`` (plan order) come from the plan.
     """
 
-    __slots__ = ("children", "ratio", "band", "index", "parent", "depth", "_planned", "_bands")
+    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands")
 
     def __init__(
         self,
@@ -40,10 +39,6 @@ class ShareTree:
         self.band = {p: (INF if v is None else v) for p, v in priority.items()}
         self.index = index
         self.parent: dict[str, str] = {k: p for p, kids in children.items() for k in kids}
-        self.depth: dict[str, int] = {}
-        for node in index:  # plan order: parents before children
-            p = self.parent.get(node)
-            self.depth[node] = 0 if p is None else self.depth.get(p, 0) + 1
         self._planned: dict[tuple[str, int], dict[str, Fraction]] = {}
         self._bands: dict[str, list[list[str]]] = {}
 
@@ -60,8 +55,8 @@ class ShareTree:
 
     def support(self, top: str, leaves: Iterable[str]) -> list[str]:
         """``leaves`` that take part in a division below ``top`` (no ratio-0 node on
-        the way up) and every node between them and ``top``, deepest first: the
-        only nodes whose sums a division needs, however large the subtree."""
+        the way up) and every node between them and ``top``, children before their
+        parents: the only nodes whose sums a division needs, however large the subtree."""
         parent, ratio = self.parent, self.ratio
         seen: set[str] = set()
         for leaf in leaves:
@@ -75,31 +70,41 @@ class ShareTree:
             else:
                 seen.update(path)
         seen.add(top)
-        depth = self.depth
-        return sorted(seen, key=lambda n: -depth.get(n, 0))
+        # plan order puts a parent before its children, so its reverse puts every
+        # child before its parent, and ``top`` (first in plan order of them all) last
+        return sorted(seen, key=self.index.__getitem__, reverse=True)
 
 
 def _weighted_fill(amount: Fraction, members: list[str], weight: Mapping[str, int],
                    cap: Mapping[str, Fraction]) -> dict[str, Fraction]:
-    """Split ``amount`` by weight, no member above its cap (classic water-filling)."""
+    """Split ``amount`` by weight, no member above its cap (classic water-filling).
+
+    Members whose cap lies under the water level (what is left per unit of weight)
+    are filled to their cap, which can only raise the level for the rest; repeated
+    until nobody is under it, the rest share what is left by weight. Usually one
+    pass: it finds the same level as sorting by cap/weight, without the divisions."""
     if len(members) == 1:
         m = members[0]
         c = cap[m]
         return {m: Fraction(c) if c <= amount else amount}
     out: dict[str, Fraction] = {}
-    live = sorted(members, key=lambda m: cap[m] / weight[m])
+    live = members
     total_w = sum(weight[m] for m in live)
     left = amount
-    for i, m in enumerate(live):
-        c, w = cap[m], weight[m]
-        if c * total_w <= left * w:  # c <= left * w / total_w, without the division
+    while True:
+        full = [m for m in live if cap[m] * total_w <= left * weight[m]]  # cap <= level * weight
+        if not full:
+            break
+        for m in full:
+            c = cap[m]
             out[m] = Fraction(c)
             left -= c
-            total_w -= w
-        else:
-            for rest in live[i:]:
-                out[rest] = left * weight[rest] / total_w
+            total_w -= weight[m]
+        live = [m for m in live if m not in out]
+        if not live:
             return out
+    for m in live:
+        out[m] = left * weight[m] / total_w
     return out
 
 
@@ -137,11 +142,16 @@ def planned(tree: ShareTree, top: str, amount: int, leaves: Sequence[str]) -> di
     Only the best priority band among siblings is planned a share; worse bands get
     theirs when the better ones cannot use it (the water-fill of leftovers). It
     depends on the tree and the amount alone, so each (top, amount) is worked out once."""
+    got = _planned_memo(tree, top, amount)
+    zero = Fraction(0)
+    return {leaf: got.get(leaf, zero) for leaf in leaves}
+
+
+def _planned_memo(tree: ShareTree, top: str, amount: int) -> dict[str, Fraction]:
     got = tree._planned.get((top, amount))
     if got is None:
         got = tree._planned[(top, amount)] = _planned(tree, top, amount)
-    zero = Fraction(0)
-    return {leaf: got.get(leaf, zero) for leaf in leaves}
+    return got
 
 
 def _planned(tree: ShareTree, top: str, amount: int) -> dict[str, Fraction]:
@@ -165,41 +175,42 @@ def _planned(tree: ShareTree, top: str, amount: int) -> dict[str, Fraction]:
 
 
 def subtree_need(tree: ShareTree, top: str, leaf_need: Mapping[str, int],
-                 cap: Callable[[str], float | None] | None = None) -> dict[str, Fraction]:
+                 cap: Callable[[str], float | None] | None = None) -> dict[str, int]:
     """Each node's need: the sum of its children's, no more than its own cap. A
     subtree below a ratio-0 node takes nothing from this pool: its needs are 0.
     Nodes absent from the result need nothing (only the support is visited); the
-    result lists nodes deepest first, ``top`` last."""
-    zero = Fraction(0)
-    need: dict[str, Fraction] = {}
-    acc: dict[str, Fraction] = {}
+    result lists children before their parents, ``top`` last. Needs are whole slots."""
+    need: dict[str, int] = {}
+    acc: dict[str, int] = {}
     binding = False
-    parent = tree.parent
+    parent, children = tree.parent, tree.children
     for node in tree.support(top, [leaf for leaf, n in leaf_need.items() if n > 0]):
-        n = acc.get(node, zero) if tree.children.get(node) else Fraction(leaf_need.get(node, 0))
+        n = acc.get(node, 0) if children.get(node) else leaf_need.get(node, 0)
         if cap is not None and node != top and n > 0:
             c = cap(node)
             if c is not None and c < n:
-                n = Fraction(max(0, int(c)))
+                n = max(0, int(c))
                 binding = True
         need[node] = n
         if node != top:
             p = parent[node]
-            acc[p] = acc.get(p, zero) + n
+            acc[p] = acc.get(p, 0) + n
     if binding:
-        need["\0binding"] = Fraction(1)  # a cap changed something below top
+        need["\0binding"] = 1  # a cap changed something below top
     return need
 
 
 def round_shares(exact: Mapping[str, Fraction], index: Mapping[str, int]) -> dict[str, int]:
     """Largest remainder: floors first, then the spare units to the largest
-    fractional parts, ties to the consumer earlier in the plan."""
-    total = int(floor(sum(exact.values(), Fraction(0))))
-    out = {k: int(floor(v)) for k, v in exact.items()}  # plain ints: these leave the engine
+    fractional parts, ties to the consumer earlier in the plan. Shares are never
+    negative, so ``int`` is the floor."""
+    total = int(sum(exact.values(), Fraction(0)))
+    out = {k: int(v) for k, v in exact.items()}  # plain ints: these leave the engine
     spare = total - sum(out.values())
     if spare > 0:
-        order = sorted(exact, key=lambda k: (-(exact[k] - out[k]), index[k]))
-        for k in order[:spare]:
+        # floor - value is minus the fractional part: the smallest first
+        order = sorted((out[k] - v, index[k], k) for k, v in exact.items())
+        for _, _, k in order[:spare]:
             out[k] += 1
     return out
 
@@ -225,17 +236,21 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
     if parent_mode and dynamic:
         exact = waterfill(tree, top, amount, need)
     else:
-        plan = planned(tree, top, size, leaves)
-        exact = {leaf: min(plan[leaf], need.get(leaf, Fraction(0))) for leaf in leaves}
+        plan = _planned_memo(tree, top, size)
+        exact = {}
+        for leaf in leaves:
+            n = need.get(leaf)
+            if n:
+                p = plan.get(leaf)
+                if p:
+                    exact[leaf] = p if p < n else Fraction(n)
         if cap is not None:
             _within_caps(tree, top, exact, need)
         if dynamic:
             left = amount - sum(exact.values(), Fraction(0))
             if left > 0:
-                residual = {leaf: need.get(leaf, Fraction(0)) - exact[leaf] for leaf in leaves}
-                _resum(tree, top, residual, need, exact)
-                for leaf, v in waterfill(tree, top, left, residual).items():
-                    exact[leaf] = exact.get(leaf, Fraction(0)) + v
+                for leaf, v in waterfill(tree, top, left, _residual(tree, top, need, exact)).items():
+                    exact[leaf] = exact[leaf] + v if leaf in exact else v
     exact = {k: v for k, v in exact.items() if v > 0}
     return round_shares(exact, tree.index), exact
 
@@ -266,24 +281,29 @@ def _within_caps(tree: ShareTree, top: str, exact: dict[str, Fraction],
     return visit(top)
 
 
-def _resum(tree: ShareTree, top: str, residual: dict[str, Fraction],
-           need: Mapping[str, Fraction], taken: Mapping[str, Fraction]) -> None:
-    """Fill in parents' residual need: the sum of their children's, but no more
-    than the parent's own need less what its leaves already took. Only nodes with
-    a need take part (``need`` holds exactly those), deepest first."""
-    zero = Fraction(0)
+def _residual(tree: ShareTree, top: str, need: Mapping[str, int],
+              taken: Mapping[str, Fraction]) -> dict[str, Fraction]:
+    """What each node still needs once its leaves took ``taken``: a leaf its need
+    less what it took; a parent the sum of its children's, but no more than its own
+    need less what its leaves took. Only nodes with a need take part (``need``
+    holds exactly those), children before parents."""
+    residual: dict[str, Fraction] = {}
     res: dict[str, Fraction] = {}
     took: dict[str, Fraction] = {}
     parent, children = tree.parent, tree.children
-    for node, n in need.items():  # deepest first: the order subtree_need made them in
+    for node, n in need.items():  # children first: the order subtree_need made them in
         if not children.get(node):
-            r, t = residual.get(node, zero), taken.get(node, zero)
+            t = taken.get(node, 0)
+            r = n - t
         else:
-            r, t = res.get(node, zero), took.get(node, zero)
+            r, t = res.get(node, 0), took.get(node, 0)
             if node != top:
-                r = min(r, max(zero, n - t))
-            residual[node] = r
+                rest = n - t
+                if rest < r:
+                    r = rest if rest > 0 else 0
+        residual[node] = r
         if node != top:
             p = parent[node]
             res[p] = res[p] + r if p in res else r
             took[p] = took[p] + t if p in took else t
+    return residual

@@ -129,6 +129,9 @@ class ClusterState:
         # (leaf, group, source) -> its allocations NOT marked for reclaim, in the order
         # they came to the source: what reclaim and retagging choose from, newest last
         self.by_source: dict[tuple[str, str, str], dict[int, Allocation]] = {}
+        # the same allocations summed per host: whether a victim can free a whole
+        # instance anywhere is then a look at its hosts, not at every allocation
+        self.source_hosts: dict[tuple[str, str, str], dict[str, int]] = {}
         # beneficiary -> allocations being reclaimed for it
         self.reclaim_for: dict[str, dict[int, Allocation]] = {}
         self.usage: dict[tuple[str, str], Usage] = {}
@@ -208,10 +211,19 @@ class ClusterState:
         u.held += d
         if a.reclaim is None:
             key = (a.consumer, a.group, src)
+            on = self.source_hosts.get(key)
             if sign > 0:
                 self.by_source.setdefault(key, {})[a.id] = a
+                if on is None:
+                    on = self.source_hosts[key] = {}
+                on[a.host] = on.get(a.host, 0) + d
             else:
                 self.by_source.get(key, {}).pop(a.id, None)
+                left = on[a.host] + d
+                if left:
+                    on[a.host] = left
+                else:
+                    del on[a.host]
         else:
             mine = self.reclaim_for.setdefault(a.reclaim.beneficiary, {})
             if sign > 0:
