@@ -6,6 +6,8 @@ and the tests all drive this same class.
 
 from __future__ import annotations
 
+import gc
+
 from apportion.engine.cycle import Cycle
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.model import (
@@ -91,8 +93,18 @@ class Engine:
 
     # what the engine decides ------------------------------------------------------
     def cycle(self, now: float) -> Decisions:
-        c = Cycle(self.state, now)
-        decisions = c.run()
+        # a cycle makes a great many small objects and no reference cycles among them;
+        # the collector, triggered by the count alone, would walk the whole state again
+        # and again (some 15% of a steady cycle). It is paused for the cycle only.
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            c = Cycle(self.state, now)
+            decisions = c.run()
+        finally:
+            if paused:
+                gc.enable()
         self._views = c.views
         return decisions
 

@@ -16,20 +16,17 @@ from apportion.engine.model import AllocationPolicy, Host, HostState, Request
 
 
 class HostLedger:
-    __slots__ = ("host", "free", "state", "users", "exclusive_for", "groups", "position")
+    __slots__ = ("host", "free", "state", "takes_work", "users", "exclusive_for", "groups", "position")
 
     def __init__(self, host: Host, position: int) -> None:
         self.host = host
         self.free = host.slots
         self.state = host.state
+        self.takes_work = host.state is HostState.OK  # kept with ``state`` (change_state)
         self.users: dict[str, int] = {}  # consumer -> slots held here
         self.exclusive_for: str | None = None  # request holding the host exclusively
         self.groups: list[GroupIndex] = []
         self.position = position
-
-    @property
-    def takes_work(self) -> bool:
-        return self.state is HostState.OK
 
     @property
     def used(self) -> int:
@@ -44,6 +41,7 @@ class GroupIndex:
         self.policy = policy
         self.hosts = hosts
         self.rank = {h.host.name: i for i, h in enumerate(hosts)}
+        self._span = max(1, len(hosts))
         self._open: SortedList = SortedList()
         self.keyed_by_free = policy in (AllocationPolicy.BALANCED, AllocationPolicy.BEST_FIT)
         # running sums, so that capacity is not a walk over every host each cycle
@@ -54,13 +52,16 @@ class GroupIndex:
             self._add(h)
             self._count_state(h, +1)
 
-    def _key(self, h: HostLedger) -> tuple:
+    def _key(self, h: HostLedger) -> int:
+        """One int per host, as ints compare fastest: its position in the group,
+        preceded, where the policy orders by free slots, by those (most first when
+        balanced, fewest first for best fit); ``candidates`` reads the position back."""
         pos = self.rank[h.host.name]
         if self.policy is AllocationPolicy.BALANCED:
-            return (-h.free, pos, h.host.name)
+            return pos - h.free * self._span
         if self.policy is AllocationPolicy.BEST_FIT:
-            return (h.free, pos, h.host.name)
-        return (pos, h.host.name)
+            return pos + h.free * self._span
+        return pos
 
     def _add(self, h: HostLedger) -> None:
         if h.free > 0 and h.takes_work:
@@ -88,8 +89,9 @@ class GroupIndex:
 
     def candidates(self) -> Iterator[str]:
         # callers only read while iterating; they apply their picks afterwards
+        span, hosts = self._span, self.hosts
         for key in self._open:
-            yield key[-1]
+            yield hosts[key % span].host.name
 
 
 def change_free(h: HostLedger, delta: int) -> None:
@@ -112,6 +114,7 @@ def change_state(h: HostLedger, state: HostState) -> None:
         g._discard(h)
         g._count_state(h, -1)
     h.state = state
+    h.takes_work = state is HostState.OK
     for g in h.groups:
         g._add(h)
         g._count_state(h, +1)

@@ -33,6 +33,19 @@ def lent_source(lender: str) -> str:
     return "lent:" + lender
 
 
+_PARSED: dict[str, tuple[str, str]] = {}
+
+
+def parse_source(source: str) -> tuple[str, str]:
+    """("pool", owner) or ("lent", lender) of a source other than ``own``; sources
+    are few (two per consumer) and parsed on every count, so each is parsed once."""
+    got = _PARSED.get(source)
+    if got is None:
+        kind, _, who = source.partition(":")
+        got = _PARSED[source] = (kind, who)
+    return got
+
+
 @dataclass(slots=True, eq=False)
 class PendingReclaim:
     deadline: float
@@ -69,7 +82,7 @@ class Usage:
     def count(self, source: str) -> int:
         if source == OWN:
             return self.own
-        kind, _, who = source.partition(":")
+        kind, who = parse_source(source)
         return (self.pools if kind == "pool" else self.borrowed).get(who, 0)
 
     def free_of(self, source: str) -> int:
@@ -192,7 +205,7 @@ class ClusterState:
         if src == OWN:
             u.own += d
         else:
-            kind, _, who = src.partition(":")
+            kind, who = parse_source(src)
             if kind == "pool":
                 u.pools[who] = u.pools.get(who, 0) + d
                 pu = self.pool_used[a.group]
