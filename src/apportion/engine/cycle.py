@@ -78,6 +78,7 @@ class Cycle:
         self._victim_heaps: dict[tuple[str, str], list] = {}
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
+        self._shorts: dict[tuple[str, bool, str], list[str]] = {}
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
@@ -493,6 +494,22 @@ class Cycle:
         have = (u.pools.get(owner, 0) + u.incoming.get(src, 0)) if u else 0
         return quotas.get(owner, {}).get(leaf, 0) - have
 
+    def _short(self, v: GroupView, quotas: dict[str, dict[str, int]], owner: str) -> list[str]:
+        """The leaves below their quota in ``owner``'s pool. From the group views on,
+        a leaf's room in a pool only shrinks within a cycle (grants and reclaims for
+        it add to what it has; nothing is removed before the phases end), so the
+        list is made once per cycle and only pruned after: most leaves of a settled
+        pool have their share, and every later look skips them."""
+        key = (v.name, quotas is v.static_pool, owner)
+        got = self._shorts.get(key)
+        g = v.name
+        if got is None:
+            got = [leaf for leaf in quotas.get(owner, ()) if self._pool_room(leaf, g, v, quotas, owner) > 0]
+        else:
+            got = [leaf for leaf in got if self._pool_room(leaf, g, v, quotas, owner) > 0]
+        self._shorts[key] = got
+        return got
+
     def _quota_passes(self) -> Iterator[Callable[[GroupView], dict[str, dict[str, int]]]]:
         """base_quota (seed 003): the static quota in every group first, then the
         dynamic one; without it, the dynamic quota alone."""
@@ -510,12 +527,11 @@ class Cycle:
             candidates = set()
             for g, v in self.views.items():
                 q = quotas(v)
-                for owner, shares in q.items():
+                for owner in q:
                     if self._pool_idle(g, v, owner) <= 0:
                         continue
-                    for leaf in shares:
-                        if self.want.get(leaf, 0) > 0 and self.s.unmet_g.get((leaf, g), 0) > 0 \
-                                and self._pool_room(leaf, g, v, q, owner) > 0:
+                    for leaf in self._short(v, q, owner):
+                        if self.want.get(leaf, 0) > 0 and self.s.unmet_g.get((leaf, g), 0) > 0:
                             candidates.add(leaf)
             if not candidates:
                 continue
@@ -742,9 +758,9 @@ class Cycle:
             short = set()
             for g, v in self.views.items():
                 q = quotas(v)
-                for owner, shares in q.items():
-                    for leaf, d in shares.items():
-                        if self.want.get(leaf, 0) > 0 and self._pool_room(leaf, g, v, q, owner) > 0:
+                for owner in q:
+                    for leaf in self._short(v, q, owner):
+                        if self.want.get(leaf, 0) > 0:
                             short.add(leaf)
             if short:
                 self._serve(self._wanting(short), room, serve)
@@ -871,18 +887,14 @@ class Cycle:
     def _pool_has_deficit(self, v: GroupView, owner: str) -> bool:
         """Surplus waits while a leaf of the pool still lacks its deserved share and
         has nothing on the way: handing its slots to others would only be reclaimed."""
-        src = pool_source(owner)
-        for leaf, d in v.deserved_pool.get(owner, {}).items():
+        for leaf in self._short(v, v.deserved_pool, owner):
             if self.want.get(leaf, 0) <= 0 or self.s.unmet_g.get((leaf, v.name), 0) <= 0:
                 continue  # nothing it still wants can run in this group
             if (leaf, v.name) in self.stuck or self.s.is_futile(leaf, v.name):
                 continue
             if self._headroom(leaf, v.name, v) <= 0:
                 continue  # a max above it is full: it could not take the slots anyway
-            u = self.s.usage.get((leaf, v.name))
-            have = (u.pools.get(owner, 0) + u.incoming.get(src, 0)) if u else 0
-            if d > have:
-                return True
+            return True
         return False
 
     # -- 8. min -----------------------------------------------------------------
