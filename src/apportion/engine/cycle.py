@@ -65,6 +65,22 @@ class GroupView:
         self.static_pool: dict[str, dict[str, int]] = {}
 
 
+def _honour_ownership(gp: GroupPlan, capacity: int) -> tuple[dict[str, int], dict[str, int]]:
+    """Effective ownership (overallocation honoured in rank order, top level first,
+    then each parent's share) and the unowned slots left in each pool."""
+    owned: dict[str, int] = {}
+    pool_size: dict[str, int] = {}
+    budget = {ROOT: capacity}
+    for node in gp.parents:
+        left = budget.get(node, 0)
+        for k in gp.children.get(node, ()):
+            take = min(gp.settings[k].owned, left)
+            owned[k] = budget[k] = take
+            left -= take
+        pool_size[node] = left
+    return owned, pool_size
+
+
 class Cycle:
     def __init__(self, state: ClusterState, now: float) -> None:
         self.s = state
@@ -146,15 +162,9 @@ class Cycle:
         gp = s.group_plan(g)
         v = GroupView(gp)
         v.capacity = s.groups[g].capacity()
-        # ownership honoured in rank order, top level first, then each parent's share
-        budget = {ROOT: v.capacity}
-        for node in gp.parents:
-            left = budget.get(node, 0)
-            for k in gp.children.get(node, ()):
-                take = min(gp.settings[k].owned, left)
-                v.owned[k] = budget[k] = take
-                left -= take
-            v.pool_size[node] = left
+        # ownership honoured in rank order, top level first, then each parent's share:
+        # it depends on the plan and the capacity alone (read only from here on)
+        v.owned, v.pool_size = s.memo(("owned", g, v.capacity), lambda: _honour_ownership(gp, v.capacity))
         self._normalise(v)
         if gp.max_of:
             self._trim_over_max(v)
@@ -245,12 +255,18 @@ class Cycle:
         for leaf in sorted(s.lending.get(v.name, ()), key=v.gp.index.__getitem__):
             # first, so that the borrowers below see the result
             self._lent_within_limit(v, leaf, s.usage[(leaf, v.name)])
+        g, usage, draws = v.name, s.usage, v.gp.draws_set
         for leaf in v.gp.leaves:
-            u = s.usage.get((leaf, v.name))
+            u = usage.get((leaf, g))
             if u is None or (u.held == 0 and not u.lent):
                 continue
             owned = v.owned.get(leaf, 0)
-            idle = owned - u.own - u.lent_total
+            if not owned and not u.own:
+                # nothing owned, nothing to count as owned: only entitlement to check
+                if not u.pools.keys() <= draws[leaf]:
+                    self._return_unentitled(v, leaf, u)
+                continue
+            idle = owned - u.own - (u.lent_total if u.lent else 0)
             if idle > 0 and u.held > u.own:
                 sources = [lent_source(x) for x in sorted(u.borrowed)] + \
                           [pool_source(p) for p in (ROOT,) + tuple(reversed(s.ancestors[leaf]))]
@@ -265,7 +281,8 @@ class Cycle:
                 n = min(-idle, u.own)
                 self._retag(leaf, v.name, OWN, pool_source(ROOT), n, newest_first=True)
             # last, so that slots the lines above just made pool slots are seen too
-            self._return_unentitled(v, leaf, u)
+            if not u.pools.keys() <= draws[leaf]:
+                self._return_unentitled(v, leaf, u)
 
     def _return_unentitled(self, v: GroupView, leaf: str, u) -> None:
         """After a plan change a leaf may hold slots of a pool it may no longer draw

@@ -23,7 +23,7 @@ class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
                  "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of",
-                 "owned_hosts")
+                 "owned_hosts", "draws_set")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -67,6 +67,7 @@ class GroupPlan:
                 ok.append(p)
                 blocked = p != ROOT and ratio[p] <= 0
             self.draws_from[leaf] = tuple(ok)
+        self.draws_set = {leaf: frozenset(pools) for leaf, pools in self.draws_from.items()}
         # nearest pools are divided first: deepest owners first, the public pool last
         self.pool_order = sorted(self.parents, key=lambda p: -p.count("/") if p != ROOT else 1)
         self.lenders = [leaf for leaf in self.leaves if self.settings[leaf].lend and self.settings[leaf].owned > 0]
