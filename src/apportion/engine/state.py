@@ -200,7 +200,9 @@ class ClusterState:
 
     def _count(self, a: Allocation, sign: int) -> None:
         d = sign * a.slots
-        u = self.use(a.consumer, a.group)
+        u = self.usage.get((a.consumer, a.group))
+        if u is None:
+            u = self.usage[(a.consumer, a.group)] = Usage()
         src = a.source
         if src == OWN:
             u.own += d
@@ -273,6 +275,13 @@ class ClusterState:
         for g in rs.groups:
             self.unmet_g[(leaf, g)] = self.unmet_g.get((leaf, g), 0) + delta
 
+    def _held_by(self, rs: RequestState, delta: int) -> None:
+        """``rs`` holds ``delta`` more slots: its unmet slots, and the leaf's, follow."""
+        before = rs.max - rs.held
+        rs.held += delta
+        after = rs.max - rs.held
+        self._unmet_delta(rs, (after if after > 0 else 0) - (before if before > 0 else 0))
+
     # -- requests -----------------------------------------------------------
     def groups_of(self, req: Request) -> tuple[str, ...]:
         planned = self.consumers[req.consumer].groups
@@ -329,9 +338,7 @@ class ClusterState:
         self.allocs[a.id] = a
         self.by_host[host][a.id] = a
         rs.allocs[a.id] = a
-        before = rs.unmet
-        rs.held += slots
-        self._unmet_delta(rs, rs.unmet - before)
+        self._held_by(rs, slots)
         h = self.hosts[host]
         change_free(h, -slots)
         h.users[a.consumer] = h.users.get(a.consumer, 0) + slots
@@ -349,10 +356,8 @@ class ClusterState:
         self.reclaiming.pop(a.id, None)
         rs = self.requests.get(a.request)
         if rs is not None:
-            before = rs.unmet
             rs.allocs.pop(a.id, None)
-            rs.held -= a.slots
-            self._unmet_delta(rs, rs.unmet - before)
+            self._held_by(rs, -a.slots)
         h = self.hosts[a.host]
         h.users[a.consumer] -= a.slots
         if not h.users[a.consumer]:
