@@ -415,8 +415,8 @@ class Cycle:
             if not open_groups:
                 continue
             for rs in list(s.requests_of.get(leaf, {}).values()):
-                if rs.unmet <= 0:
-                    continue
+                if rs.held >= rs.max:
+                    continue  # nothing unmet
                 for g in rs.groups:
                     if g in open_groups:
                         serve(leaf, rs, g, views[g])
@@ -521,7 +521,12 @@ class Cycle:
         got = self._shorts.get(key)
         g = v.name
         if got is None:
-            got = [leaf for leaf in quotas.get(owner, ()) if self._pool_room(leaf, g, v, quotas, owner) > 0]
+            got = []
+            usage, src = self.s.usage, pool_source(owner)
+            for leaf, quota in quotas.get(owner, {}).items():  # _pool_room, inlined: every entry
+                u = usage.get((leaf, g))
+                if quota > (u.pools.get(owner, 0) + u.incoming.get(src, 0) if u is not None else 0):
+                    got.append(leaf)
         else:
             got = [leaf for leaf in got if self._pool_room(leaf, g, v, quotas, owner) > 0]
         self._shorts[key] = got
