@@ -801,10 +801,16 @@ class Cycle:
         ex = self._excess_cache.get(key)
         if ex is None:
             src = pool_source(owner)
+            usage, g = self.s.usage, v.name
+            deserved = v.deserved_pool.get(owner, {})
+            static = v.static_pool.get(owner, {}) if self.policy.base_quota else None
             ex = {}
-            for leaf in v.leaves_under.get(owner, ()):
-                u = self.s.usage.get((leaf, v.name))
-                e = (u.free_of(src) if u is not None else 0) - self._protected(v, owner, leaf)
+            for leaf in v.leaves_under.get(owner, ()):  # u.free_of(src) - _protected, inlined
+                u = usage.get((leaf, g))
+                keep = deserved.get(leaf, 0)
+                if static is not None:
+                    keep = max(keep, static.get(leaf, 0))
+                e = (u.pools.get(owner, 0) - u.marked.get(src, 0) if u is not None else 0) - keep
                 if e != 0:
                     ex[leaf] = e
             self._excess_cache[key] = ex
