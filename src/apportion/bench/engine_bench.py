@@ -22,6 +22,7 @@ from dataclasses import asdict
 from apportion.bench.machine import machine_info, source_revision
 from apportion.bench.workload import Churn, Workload, WorkloadSpec, make_workload
 from apportion.engine import Engine
+from apportion.scenario.runner import quiet_cycles
 
 MIB = 2**20
 
@@ -91,11 +92,7 @@ def run(spec: WorkloadSpec, steady_cycles: int = 20, change_fraction: float = 0.
     # the cluster settles before steady cycles are measured: cycles at t=0 until one
     # decides nothing (reclaims with grace 0 complete in the next cycle)
     t = time.perf_counter()
-    settle_cycles = 0
-    while engine.cycle(0.0):
-        settle_cycles += 1
-        if settle_cycles > 1000:
-            raise RuntimeError("the benchmark cluster did not settle in 1,000 cycles")
+    settle_cycles = sum(1 for _ in quiet_cycles(engine, 0.0))
     settle_s = time.perf_counter() - t
     held = sum(a.slots for a in engine.state.allocs.values())
 

@@ -7,6 +7,7 @@ where the holder gives the slots up and the cycle settles again.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from apportion.engine import Engine, HostState
@@ -20,15 +21,19 @@ class SettleError(RuntimeError):
     """The engine kept changing its mind at one point in time: a bug, never a user error."""
 
 
-def settle(engine: Engine, now: float) -> list[Decisions]:
-    """Run cycles at ``now`` until a cycle decides nothing."""
-    out = []
+def quiet_cycles(engine: Engine, now: float) -> Iterator[Decisions]:
+    """Run cycles at ``now`` until a cycle decides nothing, yielding each that did."""
     for _ in range(MAX_CYCLES_PER_SETTLE):
         d = engine.cycle(now)
         if not d:
-            return out
-        out.append(d)
+            return
+        yield d
     raise SettleError(f"no steady state after {MAX_CYCLES_PER_SETTLE} cycles at t={now}")
+
+
+def settle(engine: Engine, now: float) -> list[Decisions]:
+    """Run cycles at ``now`` until a cycle decides nothing; what each decided."""
+    return list(quiet_cycles(engine, now))
 
 
 def advance(engine: Engine, until: float) -> list[Decisions]:
