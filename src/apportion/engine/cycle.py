@@ -545,8 +545,11 @@ class Cycle:
     def _serve_pool(self) -> None:
         for quotas in self._quota_passes():
             # only leaves below their quota in a pool that has idle slots: in a settled
-            # cluster most leaves that want more already have their share
-            candidates = set()
+            # cluster most leaves that want more already have their share. Within the
+            # phase a pool's idle slots and a leaf's room only shrink, so the pools
+            # found here are the only ones worth a look later: ``room`` and ``serve``
+            # ask those alone, in the leaf's order of pools
+            short_in: dict[tuple[str, str], set[str]] = {}
             for g, v in self.views.items():
                 q = quotas(v)
                 for owner in q:
@@ -554,18 +557,22 @@ class Cycle:
                         continue
                     for leaf in self._short(v, q, owner):
                         if self.want.get(leaf, 0) > 0 and self.s.unmet_g.get((leaf, g), 0) > 0:
-                            candidates.add(leaf)
-            if not candidates:
+                            short_in.setdefault((leaf, g), set()).add(owner)
+            if not short_in:
                 continue
+
+            def pools(leaf: str, g: str, v: GroupView) -> list[str]:
+                mine = short_in.get((leaf, g))
+                return [o for o in v.gp.draws_from[leaf] if o in mine] if mine else []
 
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 q = quotas(v)
                 return any(self._pool_idle(g, v, o) > 0 and self._pool_room(leaf, g, v, q, o) > 0
-                           for o in v.gp.draws_from[leaf])
+                           for o in pools(leaf, g, v))
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
-                for owner in v.gp.draws_from[leaf]:
+                for owner in pools(leaf, g, v):
                     r = self._pool_room(leaf, g, v, q, owner)
                     if r <= 0:
                         continue
@@ -573,7 +580,7 @@ class Cycle:
                     if n > 0:
                         self._give(rs, g, n, pool_source(owner))
 
-            self._serve(self._wanting(candidates), room, serve)
+            self._serve(self._wanting({leaf for leaf, _ in short_in}), room, serve)
 
     # -- 4. borrowing ----------------------------------------------------------
     def _lendable(self, lender: str, g: str, v: GroupView) -> int:
