@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gmpy2 import mpq as Fraction  # exact rationals, fast
 
+from apportion.engine import fastshares
+
 INF = float("inf")
 
 
@@ -25,7 +27,7 @@ class ShareTree:
     is better, None last) and ``index`` (plan order) come from the plan.
     """
 
-    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands")
+    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast")
 
     def __init__(
         self,
@@ -41,6 +43,7 @@ class ShareTree:
         self.parent: dict[str, str] = {k: p for p, kids in children.items() for k in kids}
         self._planned: dict[tuple[str, int], dict[str, Fraction]] = {}
         self._bands: dict[str, list[list[str]]] = {}
+        self.fast: dict[str, object] = {}  # top -> the arrays of fastshares, made on first use
 
     def bands(self, node: str) -> list[list[str]]:
         """Children with a positive ratio, grouped by priority, best band first."""
@@ -217,15 +220,23 @@ def round_shares(exact: Mapping[str, Fraction], index: Mapping[str, int]) -> dic
 
 def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int],
                 parent_mode: bool, dynamic: bool,
-                cap: Callable[[str], float | None] | None = None) -> tuple[dict[str, int], dict[str, Fraction]]:
+                cap: Callable[[str], float | None] | None = None,
+                *, fast: bool = True) -> tuple[dict[str, int], dict[str, Fraction]]:
     """Divide one pool of ``size`` slots among the leaves below ``top``.
 
-    Returns (whole slots per leaf, exact share per leaf). ``dynamic`` is
+    Returns (whole slots per leaf, share per leaf). ``dynamic`` is
     adjust_share_to_workload: off, each leaf deserves its static planned share
-    (capped by its need) and nothing more."""
+    (capped by its need) and nothing more. A large dynamic division without caps
+    is done in floats where that provably rounds the same (``fastshares``; its
+    shares are then floats); ``fast=False`` always uses the rationals."""
     leaves = [leaf for leaf, n in leaf_need.items() if n > 0]
     if size <= 0 or not leaves:
         return {}, {}
+    if fast and dynamic and cap is None and len(leaves) >= fastshares.MIN_LEAVES:
+        got = fastshares.divide(tree, top, size, leaf_need, parent_mode,
+                                _planned_memo(tree, top, size) if not parent_mode else {})
+        if got is not None:
+            return got  # the same whole slots as below, checked (fastshares)
     need = subtree_need(tree, top, leaf_need, cap)
     total_need = need.get(top, Fraction(0))
     caps_bind = need.pop("\0binding", None) is not None

@@ -1,0 +1,234 @@
+"""A vectorised water-fill for large pools, used only where it rounds exactly as the rationals do.
+
+``shares.divide_pool`` works in exact rationals, which costs a few microseconds per
+leaf in Python; a public pool over hundreds of needy leaves is divided every cycle
+of a busy cluster. This module does the same division in floating point over numpy
+arrays (one array per level of the tree, one segment per parent) and then checks
+that the floats cannot round differently from the exact shares:
+
+- every decision the water-fill takes (a member filled to its cap or not; a leaf
+  saturated by its planned share or not) has a margin well above the float error;
+- a leaf whose share is a whole number is one by construction (filled to its need,
+  or planned a whole share it keeps), never by a float that happens to land near one;
+  every other share stays clear of whole numbers;
+- at the cut of the largest-remainder rounding, fractional parts are clearly apart,
+  or tie because the leaves are twins (same parent, weight, planned share and fate),
+  whose exact shares are then equal too, so plan order breaks the tie as it must.
+
+If any check fails, ``divide`` returns None and the caller divides exactly. The
+error bound: magnitudes are at most the pool size S; a float share passes through
+a few dozen roundings (sums over at most a few thousand terms, numpy's pairwise),
+so it is off by far less than 1e-10 * S, the tolerance used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from apportion.engine.shares import Fraction, ShareTree
+
+MIN_LEAVES = 48  # below this, numpy's per-call cost outweighs the exact division
+TOL = 1e-10  # relative to the pool size
+
+
+class _Shape:
+    """The part of the tree below ``top`` that can take part in its divisions (no
+    ratio-0 node on the way), as arrays: node 0 is ``top``, then level by level,
+    each level's nodes grouped by parent."""
+
+    __slots__ = ("names", "pos", "parent", "weight", "band", "index", "levels", "planned")
+
+    def __init__(self, tree: ShareTree, top: str) -> None:
+        names = [top]
+        parent = [-1]
+        rank = [0]
+        levels: list[list[list[int]]] = []  # level -> band rank -> node positions
+        frontier = [0]
+        while frontier:
+            nxt: list[int] = []
+            bands_here: list[list[int]] = []
+            for p in frontier:
+                for b, band in enumerate(tree.bands(names[p])):
+                    while len(bands_here) <= b:
+                        bands_here.append([])
+                    for child in band:
+                        bands_here[b].append(len(names))
+                        nxt.append(len(names))
+                        names.append(child)
+                        parent.append(p)
+                        rank.append(b)
+            if nxt:
+                levels.append(bands_here)
+            frontier = nxt
+        self.names = names
+        self.pos = {n: i for i, n in enumerate(names)}
+        self.parent = np.array(parent, dtype=np.intp)
+        self.weight = np.array([tree.ratio[n] if i else 1 for i, n in enumerate(names)], dtype=np.float64)
+        self.band = np.array(rank, dtype=np.intp)
+        self.index = np.array([tree.index[n] for n in names], dtype=np.int64)
+        self.levels = [[np.array(b, dtype=np.intp) for b in bands] for bands in levels]
+        self.planned: dict[int, np.ndarray] = {}
+
+    def planned_floats(self, size: int, exact: Mapping[str, Fraction]) -> np.ndarray:
+        got = self.planned.get(size)
+        if got is None:
+            got = np.zeros(len(self.names))
+            for leaf, p in exact.items():
+                i = self.pos.get(leaf)
+                if i is not None:
+                    got[i] = float(p)
+            self.planned[size] = got
+        return got
+
+
+def _shape(tree: ShareTree, top: str) -> _Shape:
+    """Worked out once per tree and pool owner (a plan's trees never change)."""
+    got = tree.fast.get(top)
+    if got is None:
+        got = tree.fast[top] = _Shape(tree, top)
+    return got
+
+
+def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], parent_mode: bool,
+           planned: Mapping[str, Fraction]) -> tuple[dict[str, int], dict[str, float]] | None:
+    """``divide_pool`` for a dynamic division without parent caps, when the pool is
+    oversubscribed: (whole slots per leaf, share per leaf), or None where the floats
+    cannot be trusted to round as the rationals would (or there is nothing to gain).
+    ``planned`` is the exact static planned share of each leaf for this pool size."""
+    sh = _shape(tree, top)
+    pos = sh.pos
+    idx_l: list[int] = []
+    need_l: list[int] = []
+    for leaf, n in leaf_need.items():
+        i = pos.get(leaf)
+        if i is not None and n > 0:
+            idx_l.append(i)
+            need_l.append(n)
+    if len(idx_l) < MIN_LEAVES or sum(need_l) <= size:
+        return None
+    tol = TOL * size
+    count = len(sh.names)
+    idx = np.array(idx_l, dtype=np.intp)
+    need = np.array(need_l, dtype=np.float64)
+    res = np.zeros(count)
+    if parent_mode:
+        base = np.zeros(len(idx))
+        left0 = float(size)
+    else:
+        # leaf enforcement: the planned share first, as far as needed
+        plan = sh.planned_floats(size, planned)[idx]
+        if np.any(np.abs(plan - need) <= tol):
+            return None
+        base = np.minimum(plan, need)
+        left0 = size - float(base.sum())
+        if left0 <= tol:
+            return None  # nothing, or next to nothing, left over: let the rationals say which
+    res[idx] = need - base
+    # what each subtree still needs: children's sums, deepest level first
+    parent = sh.parent
+    for bands in reversed(sh.levels):
+        for members in bands:
+            res += np.bincount(parent[members], weights=res[members], minlength=count)
+    give = np.zeros(count)
+    full = np.zeros(count, dtype=bool)
+    give[0] = left0
+    weight = sh.weight
+    for bands in sh.levels:
+        left = give.copy()  # what each parent still has to hand out
+        for members in bands:
+            m = members[(res[members] > 0) & (left[parent[members]] > 0)]
+            if not len(m):
+                continue
+            # a parent filled to its need hands each child exactly its own: no level to find
+            under_full = full[parent[m]]
+            if under_full.any():
+                f = m[under_full]
+                give[f] = res[f]
+                full[f] = True
+                left -= np.bincount(parent[f], weights=res[f], minlength=count)
+                m = m[~under_full]
+                if not len(m):
+                    continue
+            seg, w, cap = parent[m], weight[m], res[m]
+            live = np.ones(len(m), dtype=bool)
+            while True:
+                tw = np.bincount(seg[live], weights=w[live], minlength=count)
+                level = left[seg] / np.where(live, tw[seg], 1.0)
+                margin = cap - level * w
+                if np.any(live & (np.abs(margin) <= tol)):
+                    return None
+                done = live & (margin < 0)
+                if not done.any():
+                    break
+                give[m[done]] = cap[done]
+                full[m[done]] = True
+                left -= np.bincount(seg[done], weights=cap[done], minlength=count)
+                live &= ~done
+                if not live.any():
+                    break
+            if live.any():
+                s = seg[live]
+                tw = np.bincount(s, weights=w[live], minlength=count)
+                give[m[live]] = left[s] * w[live] / tw[s]
+                left[s] = 0.0  # a parent with a member below its cap hands out all it has
+    got = give[idx]
+    value = base + got
+    whole = full[idx] | (need <= base)  # filled to the need: exactly the need
+    value[whole] = need[whole]
+    if not parent_mode:
+        # planned share alone, nothing of the leftover: exactly the planned share,
+        # a whole number only if the rational is one
+        alone = ~whole & (got == 0)
+        if alone.any():
+            for k in np.flatnonzero(alone):
+                p = planned.get(sh.names[idx[k]])
+                if p is None or p.denominator == 1:  # no planned share (0), or a whole one
+                    whole[k] = True
+                    value[k] = round(value[k])
+    floor = np.floor(value)
+    frac = np.where(whole, 0.0, value - floor)
+    if np.any(~whole & ((frac <= tol) | (frac >= 1 - tol))):
+        return None
+    spare = size - int(floor.sum())
+    out = floor.astype(np.int64)
+    if spare < 0 or spare > int((~whole).sum()):
+        return None
+    if spare:
+        order = np.lexsort((sh.index[idx], -frac))
+        if spare < len(order):
+            a, b = frac[order[spare - 1]], frac[order[spare]]
+            if a - b <= 2 * tol and not _twins(sh, idx, frac, whole, got, order, spare, tol):
+                return None
+        out[order[:spare]] += 1
+    names = sh.names
+    shares: dict[str, int] = {}
+    exact_out: dict[str, float] = {}
+    for k, i in enumerate(idx_l):
+        v = value[k]
+        if v > 0:
+            name = names[i]
+            shares[name] = int(out[k])
+            exact_out[name] = float(v)
+    return shares, exact_out
+
+
+def _twins(sh: _Shape, idx: np.ndarray, frac: np.ndarray, whole: np.ndarray, got: np.ndarray,
+           order: np.ndarray, spare: int, tol: float) -> bool:
+    """The leaves whose fractional parts lie within the float error of the cut: only
+    if they are all equal and twins (one parent, one weight, one planned share, all
+    given a part of the leftover or all not) are their exact shares equal as well."""
+    a = frac[order[spare - 1]]
+    near = np.flatnonzero(np.abs(frac - a) <= 2 * tol)
+    k0 = near[0]
+    for k in near[1:]:
+        if frac[k] != frac[k0] or whole[k] or whole[k0] or (got[k] > 0) != (got[k0] > 0):
+            return False
+        i, j = idx[k], idx[k0]
+        # one parent, weight and band: one planned share and one level in the fill
+        if sh.parent[i] != sh.parent[j] or sh.weight[i] != sh.weight[j] or sh.band[i] != sh.band[j]:
+            return False
+    return True
