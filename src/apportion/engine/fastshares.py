@@ -71,17 +71,21 @@ class _Shape:
         self.band = np.array(rank, dtype=np.intp)
         self.index = np.array([tree.index[n] for n in names], dtype=np.int64)
         self.levels = [[np.array(b, dtype=np.intp) for b in bands] for bands in levels]
-        self.planned: dict[int, np.ndarray] = {}
+        self.planned: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def planned_floats(self, size: int, exact: Mapping[str, Fraction]) -> np.ndarray:
+    def planned_floats(self, size: int, exact: Mapping[str, Fraction]) -> tuple[np.ndarray, np.ndarray]:
+        """Each node's planned share of a pool of ``size`` as a float, and whether the
+        rational is a whole number (none planned counts as 0, a whole one)."""
         got = self.planned.get(size)
         if got is None:
-            got = np.zeros(len(self.names))
+            floats = np.zeros(len(self.names))
+            whole = np.ones(len(self.names), dtype=bool)
             for leaf, p in exact.items():
                 i = self.pos.get(leaf)
                 if i is not None:
-                    got[i] = float(p)
-            self.planned[size] = got
+                    floats[i] = float(p)
+                    whole[i] = p.denominator == 1
+            got = self.planned[size] = (floats, whole)
         return got
 
 
@@ -100,27 +104,24 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
     cannot be trusted to round as the rationals would (or there is nothing to gain).
     ``planned`` is the exact static planned share of each leaf for this pool size."""
     sh = _shape(tree, top)
-    pos = sh.pos
-    idx_l: list[int] = []
-    need_l: list[int] = []
-    for leaf, n in leaf_need.items():
-        i = pos.get(leaf)
-        if i is not None and n > 0:
-            idx_l.append(i)
-            need_l.append(n)
-    if len(idx_l) < MIN_LEAVES or sum(need_l) <= size:
+    get = sh.pos.get
+    idx = np.fromiter([get(leaf, -1) for leaf in leaf_need], dtype=np.intp, count=len(leaf_need))
+    need = np.fromiter(leaf_need.values(), dtype=np.float64, count=len(leaf_need))
+    keep = (idx >= 0) & (need > 0)  # leaves below a ratio-0 node take no part
+    if not keep.all():
+        idx, need = idx[keep], need[keep]
+    if len(idx) < MIN_LEAVES or float(need.sum()) <= size:  # sums of whole numbers: exact
         return None
     tol = TOL * size
     count = len(sh.names)
-    idx = np.array(idx_l, dtype=np.intp)
-    need = np.array(need_l, dtype=np.float64)
     res = np.zeros(count)
     if parent_mode:
         base = np.zeros(len(idx))
         left0 = float(size)
     else:
         # leaf enforcement: the planned share first, as far as needed
-        plan = sh.planned_floats(size, planned)[idx]
+        floats, whole_plan = sh.planned_floats(size, planned)
+        plan = floats[idx]
         if np.any(np.abs(plan - need) <= tol):
             return None
         base = np.minimum(plan, need)
@@ -182,13 +183,9 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
     if not parent_mode:
         # planned share alone, nothing of the leftover: exactly the planned share,
         # a whole number only if the rational is one
-        alone = ~whole & (got == 0)
-        if alone.any():
-            for k in np.flatnonzero(alone):
-                p = planned.get(sh.names[idx[k]])
-                if p is None or p.denominator == 1:  # no planned share (0), or a whole one
-                    whole[k] = True
-                    value[k] = round(value[k])
+        alone = ~whole & (got == 0) & whole_plan[idx]
+        whole |= alone
+        value[alone] = np.round(value[alone])
     floor = np.floor(value)
     frac = np.where(whole, 0.0, value - floor)
     if np.any(~whole & ((frac <= tol) | (frac >= 1 - tol))):
@@ -204,16 +201,10 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
             if a - b <= 2 * tol and not _twins(sh, idx, frac, whole, got, order, spare, tol):
                 return None
         out[order[:spare]] += 1
+    given = value > 0
     names = sh.names
-    shares: dict[str, int] = {}
-    exact_out: dict[str, float] = {}
-    for k, i in enumerate(idx_l):
-        v = value[k]
-        if v > 0:
-            name = names[i]
-            shares[name] = int(out[k])
-            exact_out[name] = float(v)
-    return shares, exact_out
+    leaves = [names[i] for i in idx[given].tolist()]
+    return dict(zip(leaves, out[given].tolist())), dict(zip(leaves, value[given].tolist()))
 
 
 def _twins(sh: _Shape, idx: np.ndarray, frac: np.ndarray, whole: np.ndarray, got: np.ndarray,
