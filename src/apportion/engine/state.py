@@ -165,6 +165,8 @@ class ClusterState:
                 chain.append(p)
                 p = self.consumers[p].parent
             self.ancestors[c.path] = tuple(chain)  # nearest first, root excluded
+        # a consumer, its ancestors and the root: whose subtree a slot it holds counts in
+        self.chain = {c: (c,) + up + (ROOT,) for c, up in self.ancestors.items()}
         self._group_plans: dict[str, GroupPlan] = {}
         self._memo: dict[tuple, object] = {}
         # (group, pool owner) -> the last division of that pool and its inputs (Cycle._division)
@@ -254,10 +256,8 @@ class ClusterState:
 
     def _held_delta(self, a: Allocation, d: int) -> None:
         st = self.subtree_held[a.group]
-        st[a.consumer] = st.get(a.consumer, 0) + d
-        for p in self.ancestors[a.consumer]:
+        for p in self.chain[a.consumer]:
             st[p] = st.get(p, 0) + d
-        st[ROOT] = st.get(ROOT, 0) + d
 
     def touch(self) -> None:
         """Something outside the engine changed (a request, a host): old conclusions
@@ -333,19 +333,48 @@ class ClusterState:
 
     # -- allocations --------------------------------------------------------
     def add(self, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
-        a = Allocation(self._next_id, rs.spec.id, rs.spec.consumer, group, host, slots, source)
-        self._next_id += 1
-        self.allocs[a.id] = a
-        self.by_host[host][a.id] = a
-        rs.allocs[a.id] = a
+        # every grant comes through here (a thousand a busy cycle): what _count,
+        # _held_by and _held_delta do for a new, unmarked allocation is written out
+        spec = rs.spec
+        leaf = spec.consumer
+        aid = self._next_id
+        self._next_id = aid + 1
+        a = Allocation(aid, spec.id, leaf, group, host, slots, source)
+        self.allocs[aid] = a
+        self.by_host[host][aid] = a
+        rs.allocs[aid] = a
         self._held_by(rs, slots)
         h = self.hosts[host]
         change_free(h, -slots)
-        h.users[a.consumer] = h.users.get(a.consumer, 0) + slots
-        if rs.spec.exclusive:
-            h.exclusive_for = rs.spec.id
-        self._count(a, +1)
-        self._held_delta(a, slots)
+        users = h.users
+        users[leaf] = users.get(leaf, 0) + slots
+        if spec.exclusive:
+            h.exclusive_for = spec.id
+        if source[0] == "p":  # a share pool's: the common case, counted here
+            key = (leaf, group)
+            u = self.usage.get(key)
+            if u is None:
+                u = self.usage[key] = Usage()
+            who = source[5:]
+            pools = u.pools
+            pools[who] = pools.get(who, 0) + slots
+            pu = self.pool_used[group]
+            pu[who] = pu.get(who, 0) + slots
+            u.held += slots
+            skey = (leaf, group, source)
+            index = self.by_source.get(skey)
+            if index is None:
+                index = self.by_source[skey] = {}
+                on = self.source_hosts[skey] = {}
+            else:
+                on = self.source_hosts[skey]
+            index[aid] = a
+            on[host] = on.get(host, 0) + slots
+        else:
+            self._count(a, +1)
+        st = self.subtree_held[group]
+        for p in self.chain[leaf]:
+            st[p] = st.get(p, 0) + slots
         return a
 
     def remove(self, a: Allocation) -> None:
