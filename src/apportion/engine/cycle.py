@@ -676,24 +676,29 @@ class Cycle:
             # so only what is missing for an instance is taken. Most victims hold
             # too little on any one host for that: one look at their hosts says so
             order = req.order
-            for host, have in self.s.source_hosts[(victim_leaf, g, src)].items():
-                if hosts[host].free + have >= order:
-                    break
-            else:
+            have_on = self.s.source_hosts[(victim_leaf, g, src)]
+            # the hosts where freeing the victim's slots completes an instance that
+            # the free slots alone do not: the only ones it can give anything on
+            useful = set()
+            for host, have in have_on.items():
+                free = hosts[host].free
+                if (free + have) // order * order > free:
+                    h = hosts[host]
+                    if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+                        useful.add(host)
+            if not useful:
                 return 0
             by_host: dict[str, list] = {}
-            for a in reversed(index.values()):
-                if a.reclaim is None:
-                    h = hosts[a.host]
-                    if h.takes_work and (req.requirement is None or req.requirement(h.host)):
-                        by_host.setdefault(a.host, []).append(a)
+            for a in reversed(index.values()):  # newest first; hosts in the order met
+                if a.host in useful:
+                    by_host.setdefault(a.host, []).append(a)
             for host, lst in by_host.items():
                 if left <= 0:
                     break
                 free = hosts[host].free
-                have = sum(a.slots for a in lst)
-                inst = min((free + have) // req.order, (free + left) // req.order)
-                need = max(0, inst * req.order - free)
+                have = have_on[host]
+                inst = min((free + have) // order, (free + left) // order)
+                need = max(0, inst * order - free)
                 for a in lst:
                     if need <= 0:
                         break
