@@ -165,23 +165,34 @@ class Cycle:
         # ownership honoured in rank order, top level first, then each parent's share:
         # it depends on the plan and the capacity alone (read only from here on)
         v.owned, v.pool_size = s.memo(("owned", g, v.capacity), lambda: _honour_ownership(gp, v.capacity))
-        self._normalise(v)
+        # only leaves whose books changed since the last view need a look: the rest
+        # were normalised then and their demand is what it was (unless ownership moved)
+        cache = s.view_cache.get(g)
+        touched, s.touched[g] = s.touched[g], set()
+        if cache is None or cache[0] != v.capacity:
+            look = gp.leaves
+            cache = s.view_cache[g] = (v.capacity, {}, {}, {})
+        else:
+            look = self._leaves_in_order(gp, touched)
+        look = self._normalise(v, look)
         if gp.max_of:
             self._trim_over_max(v)
         # demand: what each leaf holds here plus what its requests usable here still want
-        unmet_g = s.unmet_g
-        remaining: dict[str, int] = {}
-        for leaf in gp.leaves:
-            u = s.usage.get((leaf, g))
+        unmet_g, usage = s.unmet_g, s.usage
+        _, demand, own_part, remaining = cache
+        for leaf in look:
+            u = usage.get((leaf, g))
             dem = (u.held if u else 0) + unmet_g.get((leaf, g), 0)
             st = gp.settings[leaf]
             if st.max is not None and st.max < dem:
                 dem = st.max
-            v.demand[leaf] = dem
+            demand[leaf] = dem
             own = min(dem, v.owned.get(leaf, 0))
-            v.deserved[leaf] = own
-            if st.share_ratio > 0 and dem > own:
-                remaining[leaf] = dem - own
+            own_part[leaf] = own
+            remaining[leaf] = dem - own if st.share_ratio > 0 and dem > own else 0
+        v.demand = dict(demand)
+        v.deserved = dict(own_part)
+        remaining = dict(remaining)
         # deserved: owned (as far as demanded) plus each pool's share, nearest pool first
         parent_mode = self.policy.share_enforcement.value == "parent"
         dynamic = self.policy.adjust_share_to_workload
@@ -247,16 +258,25 @@ class Cycle:
                 caps[p] = max(0, v.settings[p].max - have)
         return caps
 
-    def _normalise(self, v: GroupView) -> None:
+    @staticmethod
+    def _leaves_in_order(gp: GroupPlan, among: set[str]) -> list[str]:
+        """The leaves of the group among ``among``, in plan order."""
+        index = gp.index
+        return sorted((leaf for leaf in among if leaf in gp.draws_from), key=index.__getitem__)
+
+    def _normalise(self, v: GroupView, leaves: list[str]) -> list[str]:
         """Keep the books right: a leaf with idle owned slots counts borrowed and pool
         slots it holds as its own (the lender gets its slot back); a leaf whose
-        ownership shrank counts the excess as public-pool slots."""
+        ownership shrank counts the excess as public-pool slots. Only ``leaves`` are
+        looked at: the others' books have not changed since they were last put right."""
         s = self.s
         for leaf in sorted(s.lending.get(v.name, ()), key=v.gp.index.__getitem__):
             # first, so that the borrowers below see the result
             self._lent_within_limit(v, leaf, s.usage[(leaf, v.name)])
+        if leaves is not v.gp.leaves and s.touched[v.name]:
+            leaves = self._leaves_in_order(v.gp, s.touched[v.name].union(leaves))  # borrowers just retagged
         g, usage, draws = v.name, s.usage, v.gp.draws_set
-        for leaf in v.gp.leaves:
+        for leaf in leaves:
             u = usage.get((leaf, g))
             if u is None or (u.held == 0 and not u.lent):
                 continue
@@ -283,6 +303,7 @@ class Cycle:
             # last, so that slots the lines above just made pool slots are seen too
             if not u.pools.keys() <= draws[leaf]:
                 self._return_unentitled(v, leaf, u)
+        return leaves
 
     def _return_unentitled(self, v: GroupView, leaf: str, u) -> None:
         """After a plan change a leaf may hold slots of a pool it may no longer draw

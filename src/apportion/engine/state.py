@@ -152,6 +152,11 @@ class ClusterState:
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
         self.unmet_g: dict[tuple[str, str], int] = {}
+        # group -> leaves whose usage or unmet slots there changed since the group's
+        # last view: a cycle looks again at these only (Cycle._view)
+        self.touched: dict[str, set[str]] = {g: set() for g in self.group_names}
+        # group -> what the last view kept per leaf (Cycle._view)
+        self.view_cache: dict[str, object] = {}
         self.lending: dict[str, set[str]] = {}  # group -> leaves with slots lent out there  # (leaf, group) -> unmet of requests usable there
         self.reclaiming: dict[int, Allocation] = {}  # allocations marked for reclaim
         self._deadlines: list[tuple[float, int]] = []  # heap of (deadline, allocation id); stale entries skipped
@@ -206,6 +211,7 @@ class ClusterState:
         if u is None:
             u = self.usage[(a.consumer, a.group)] = Usage()
         src = a.source
+        self.touched[a.group].add(a.consumer)
         if src == OWN:
             u.own += d
         else:
@@ -216,6 +222,7 @@ class ClusterState:
                 pu[who] = pu.get(who, 0) + d
             else:
                 u.borrowed[who] = u.borrowed.get(who, 0) + d
+                self.touched[a.group].add(who)
                 lu = self.use(who, a.group)
                 lu.lent[a.consumer] = lu.lent.get(a.consumer, 0) + d
                 if lu.lent[a.consumer] == 0:
@@ -242,17 +249,30 @@ class ClusterState:
                 else:
                     del on[a.host]
         else:
-            mine = self.reclaim_for.setdefault(a.reclaim.beneficiary, {})
-            if sign > 0:
-                mine[a.id] = a
-            else:
-                mine.pop(a.id, None)
-                if not mine:
-                    del self.reclaim_for[a.reclaim.beneficiary]
-            u.marked[src] = u.marked.get(src, 0) + d
-            bu = self.use(a.reclaim.beneficiary, a.group) if a.reclaim.beneficiary in self.consumers else None
-            if bu is not None:
-                bu.incoming[src] = bu.incoming.get(src, 0) + d
+            self._count_marked(a, d, u)
+
+    def _count_marked(self, a: Allocation, d: int, u: Usage | None = None) -> None:
+        """The reclaim books of a marked allocation: what its beneficiary waits for,
+        what its holder has marked, per source."""
+        assert a.reclaim is not None
+        beneficiary = a.reclaim.beneficiary
+        mine = self.reclaim_for.setdefault(beneficiary, {})
+        if d > 0:
+            mine[a.id] = a
+        else:
+            mine.pop(a.id, None)
+            if not mine:
+                del self.reclaim_for[beneficiary]
+        if u is None:
+            u = self.usage[(a.consumer, a.group)]
+        src = a.source
+        u.marked[src] = u.marked.get(src, 0) + d
+        touched = self.touched[a.group]
+        touched.add(a.consumer)
+        if beneficiary in self.consumers:
+            touched.add(beneficiary)
+            bu = self.use(beneficiary, a.group)
+            bu.incoming[src] = bu.incoming.get(src, 0) + d
 
     def _held_delta(self, a: Allocation, d: int) -> None:
         st = self.subtree_held[a.group]
@@ -272,8 +292,10 @@ class ClusterState:
             return
         leaf = rs.spec.consumer
         self.unmet[leaf] = self.unmet.get(leaf, 0) + delta
+        unmet_g, touched = self.unmet_g, self.touched
         for g in rs.groups:
-            self.unmet_g[(leaf, g)] = self.unmet_g.get((leaf, g), 0) + delta
+            unmet_g[(leaf, g)] = unmet_g.get((leaf, g), 0) + delta
+            touched[g].add(leaf)
 
     def _held_by(self, rs: RequestState, delta: int) -> None:
         """``rs`` holds ``delta`` more slots: its unmet slots, and the leaf's, follow."""
@@ -351,6 +373,7 @@ class ClusterState:
         if spec.exclusive:
             h.exclusive_for = spec.id
         if source[0] == "p":  # a share pool's: the common case, counted here
+            self.touched[group].add(leaf)
             key = (leaf, group)
             u = self.usage.get(key)
             if u is None:
@@ -432,9 +455,23 @@ class ClusterState:
     def mark(self, a: Allocation, slots: int, mark: PendingReclaim) -> Allocation:
         if slots < a.slots:
             a = self.split(a, slots)
-        self._count(a, -1)
-        a.reclaim = mark
-        self._count(a, +1)
+        if a.reclaim is None:
+            # what _count(-1), the mark, and _count(+1) come to: the holder's counts by
+            # source stay; the allocation leaves its source index for the reclaim books
+            key = (a.consumer, a.group, a.source)
+            del self.by_source[key][a.id]
+            on = self.source_hosts[key]
+            left = on[a.host] - a.slots
+            if left:
+                on[a.host] = left
+            else:
+                del on[a.host]
+            a.reclaim = mark
+            self._count_marked(a, a.slots)  # marks the holder touched
+        else:
+            self._count(a, -1)
+            a.reclaim = mark
+            self._count(a, +1)
         self.reclaiming[a.id] = a
         heapq.heappush(self._deadlines, (mark.deadline, a.id))
         return a
