@@ -104,15 +104,12 @@ class Cycle:
         self._cancel_unneeded()
         for g in s.group_names:
             self.views[g] = self._view(g)
+        incoming = s.incoming
         for leaf, n in s.unmet.items():
             if n > 0:
-                inc = 0
-                for g in s.group_names:
-                    u = s.usage.get((leaf, g))
-                    if u is not None and u.incoming:
-                        inc += u.incoming_total
-                if n - inc > 0:
-                    self.want[leaf] = n - inc
+                n -= incoming.get(leaf, 0)
+                if n > 0:
+                    self.want[leaf] = n
         if self.want:
             self._serve_own()
             self._serve_pool()

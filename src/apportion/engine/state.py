@@ -152,6 +152,7 @@ class ClusterState:
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
         self.unmet_g: dict[tuple[str, str], int] = {}
+        self.incoming: dict[str, int] = {}  # leaf -> slots being reclaimed for it, all groups
         # group -> leaves whose usage or unmet slots there changed since the group's
         # last view: a cycle looks again at these only (Cycle._view)
         self.touched: dict[str, set[str]] = {g: set() for g in self.group_names}
@@ -273,6 +274,7 @@ class ClusterState:
             touched.add(beneficiary)
             bu = self.use(beneficiary, a.group)
             bu.incoming[src] = bu.incoming.get(src, 0) + d
+            self.incoming[beneficiary] = self.incoming.get(beneficiary, 0) + d
 
     def _held_delta(self, a: Allocation, d: int) -> None:
         st = self.subtree_held[a.group]
