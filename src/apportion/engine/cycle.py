@@ -25,7 +25,7 @@ nothing, and finding that out must cost next to nothing.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
@@ -418,8 +418,10 @@ class Cycle:
         self.s.futile[(leaf, g)] = self.s.epoch
 
     def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
-               serve: Callable[[str, RequestState, str, GroupView], None]) -> None:
-        """For each leaf: the groups where ``room`` says there is something to be had;
+               serve: Callable[[str, RequestState, str, GroupView], None],
+               groups: Callable[[str], Iterable[str]] | None = None) -> None:
+        """For each leaf: the groups where ``room`` says there is something to be had
+        (among ``groups(leaf)`` if given: those a phase knows it can serve at all);
         then its open requests in arrival order, each request's groups in its order,
         until the leaf wants nothing more or no group has room left."""
         s = self.s
@@ -427,7 +429,7 @@ class Cycle:
         for leaf in leaves:
             if self.want.get(leaf, 0) <= 0:
                 continue
-            open_groups = {g for g in s.group_names
+            open_groups = {g for g in (s.group_names if groups is None else groups(leaf))
                            if s.unmet_g.get((leaf, g), 0) > 0 and leaf in views[g].settings
                            and room(leaf, g, views[g])}
             if not open_groups:
@@ -550,6 +552,29 @@ class Cycle:
         self._shorts[key] = got
         return got
 
+    def _short_pools(self, quotas: Callable[[GroupView], dict[str, dict[str, int]]],
+                     idle_only: bool) -> dict[str, dict[str, list[str]]]:
+        """Leaf -> group -> the pools there it is below its quota in, in the order it
+        draws from them; only leaves that want slots, and with ``idle_only`` only
+        pools with idle slots and groups where the leaf's requests can still run.
+        Within a pool phase a leaf's room and a pool's idle slots only shrink, so the
+        phase need never look at any other pool."""
+        found: dict[str, dict[str, set[str]]] = {}
+        want, unmet_g = self.want, self.s.unmet_g
+        for g, v in self.views.items():
+            q = quotas(v)
+            for owner in q:
+                if idle_only and self._pool_idle(g, v, owner) <= 0:
+                    continue
+                for leaf in self._short(v, q, owner):
+                    if want.get(leaf, 0) > 0 and (not idle_only or unmet_g.get((leaf, g), 0) > 0):
+                        found.setdefault(leaf, {}).setdefault(g, set()).add(owner)
+        out: dict[str, dict[str, list[str]]] = {}
+        for leaf, by_group in found.items():
+            out[leaf] = {g: [o for o in self.views[g].gp.draws_from[leaf] if o in owners]
+                         for g, owners in by_group.items()}
+        return out
+
     def _quota_passes(self) -> Iterator[Callable[[GroupView], dict[str, dict[str, int]]]]:
         """base_quota (seed 003): the static quota in every group first, then the
         dynamic one; without it, the dynamic quota alone."""
@@ -567,21 +592,12 @@ class Cycle:
             # phase a pool's idle slots and a leaf's room only shrink, so the pools
             # found here are the only ones worth a look later: ``room`` and ``serve``
             # ask those alone, in the leaf's order of pools
-            short_in: dict[tuple[str, str], set[str]] = {}
-            for g, v in self.views.items():
-                q = quotas(v)
-                for owner in q:
-                    if self._pool_idle(g, v, owner) <= 0:
-                        continue
-                    for leaf in self._short(v, q, owner):
-                        if self.want.get(leaf, 0) > 0 and self.s.unmet_g.get((leaf, g), 0) > 0:
-                            short_in.setdefault((leaf, g), set()).add(owner)
+            short_in = self._short_pools(quotas, idle_only=True)
             if not short_in:
                 continue
 
             def pools(leaf: str, g: str, v: GroupView) -> list[str]:
-                mine = short_in.get((leaf, g))
-                return [o for o in v.gp.draws_from[leaf] if o in mine] if mine else []
+                return short_in[leaf].get(g, ())
 
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 q = quotas(v)
@@ -598,7 +614,7 @@ class Cycle:
                     if n > 0:
                         self._give(rs, g, n, pool_source(owner))
 
-            self._serve(self._wanting({leaf for leaf, _ in short_in}), room, serve)
+            self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
 
     # -- 4. borrowing ----------------------------------------------------------
     def _lendable(self, lender: str, g: str, v: GroupView) -> int:
@@ -779,14 +795,16 @@ class Cycle:
             # marks free nothing within a phase, so a larger one will not fit either
             self._no_fit: dict[tuple[str, str, str], int] = {}
 
+            short_in = self._short_pools(quotas, idle_only=False)
+
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 q = quotas(v)
                 return self._headroom(leaf, g, v) > 0 and not self.s.is_futile(leaf, g) and any(
-                    self._pool_room(leaf, g, v, q, o) > 0 for o in v.gp.draws_from[leaf])
+                    self._pool_room(leaf, g, v, q, o) > 0 for o in short_in[leaf].get(g, ()))
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
-                for owner in v.gp.draws_from[leaf]:
+                for owner in short_in[leaf].get(g, ()):
                     deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
                     deficit -= deficit % rs.spec.order  # whole instances only
                     if deficit <= 0:
@@ -807,15 +825,8 @@ class Cycle:
                         if deficit <= 0:
                             break
 
-            short = set()
-            for g, v in self.views.items():
-                q = quotas(v)
-                for owner in q:
-                    for leaf in self._short(v, q, owner):
-                        if self.want.get(leaf, 0) > 0:
-                            short.add(leaf)
-            if short:
-                self._serve(self._wanting(short), room, serve)
+            if short_in:
+                self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
 
     def _protected(self, v: GroupView, owner: str, leaf: str) -> int:
         """What a leaf may keep from a pool without being over its share."""
@@ -936,7 +947,7 @@ class Cycle:
         for leaf in candidates:
             n = self.want.get(leaf, 0)
             if n > 0:
-                open_ = [rs.seq for rs in self.s.requests_of.get(leaf, {}).values() if rs.unmet > 0]
+                open_ = [rs.seq for rs in self.s.requests_of.get(leaf, {}).values() if rs.max > rs.held]
                 if open_:
                     first_seq[leaf] = min(open_)
         leaves = sorted(first_seq, key=lambda p: (first_seq[p], self.s.consumers[p].index))
