@@ -24,7 +24,7 @@ nothing, and finding that out must cost next to nothing.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections.abc import Callable, Iterable, Iterator
 
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
@@ -812,7 +812,8 @@ class Cycle:
                     src = pool_source(owner)
                     order = rs.spec.order
                     plain = rs.spec.requirement is None
-                    for victim, excess in self._victims(v, owner, leaf, parent_mode):
+                    no_fit = (self._no_fit, g, order) if plain else None
+                    for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
                         key = (victim, g, src)
                         if plain and self._no_fit.get(key, UNSET) <= order:
                             continue  # no host of this victim frees an instance that large
@@ -857,42 +858,45 @@ class Cycle:
             self._excess_cache[key] = ex
         return ex
 
-    def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool) -> Iterator[tuple[str, int]]:
+    def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool,
+                 no_fit: tuple[dict, str, int] | None = None) -> Iterator[tuple[str, int]]:
         """Leaves to reclaim ``owner``'s pool slots from, the most over-share first
         (ties: worse rank, then later in the plan), each with what it may give."""
         if not parent_mode:
-            return self._victims_leaf_mode(v, owner, beneficiary)
+            return self._victims_leaf_mode(v, owner, beneficiary, no_fit)
         return iter(self._victims_parent_mode(v, owner, beneficiary))
 
-    def _victims_leaf_mode(self, v: GroupView, owner: str, beneficiary: str) -> Iterator[tuple[str, int]]:
-        """One heap per pool for the whole phase, corrected lazily as ``_mark`` lowers
-        a victim's excess: no re-sorting every leaf for every beneficiary."""
+    def _victims_leaf_mode(self, v: GroupView, owner: str, beneficiary: str,
+                           no_fit: tuple[dict, str, int] | None = None) -> Iterator[tuple[str, int]]:
+        """One list per pool for the whole phase, sorted by (most excess, worst rank,
+        plan order) and corrected lazily: marks only lower the excess of a victim just
+        yielded, which is moved back when it is next met, so no run re-sorts every leaf.
+        ``no_fit`` = (the phase's no-fit book, group, least instance size): victims that
+        cannot free one that large are passed over here rather than by the caller."""
         ex = self._excess(v, owner)
         key = (v.name, owner)
-        heap = self._victim_heaps.get(key)
-        if heap is None:
+        lst = self._victim_heaps.get(key)
+        if lst is None:
             idx = v.gp.index
-            heap = [(-e, tuple(-x for x in rank_key(v.settings[leaf], idx[leaf])), leaf)
-                    for leaf, e in ex.items() if e > 0]
-            heapq.heapify(heap)
-            self._victim_heaps[key] = heap
-        aside = []
-        try:
-            while heap:
-                neg, rk, leaf = heapq.heappop(heap)
-                cur = ex.get(leaf, 0)
-                if cur <= 0:
-                    continue
-                if cur != -neg:
-                    heapq.heappush(heap, (-cur, rk, leaf))
-                    continue
-                aside.append((rk, leaf))
-                if leaf != beneficiary:
-                    yield leaf, cur
-        finally:
-            for rk, leaf in aside:
-                if ex.get(leaf, 0) > 0:
-                    heapq.heappush(heap, (-ex[leaf], rk, leaf))
+            lst = sorted((-e, tuple(-x for x in rank_key(v.settings[leaf], idx[leaf])), leaf)
+                         for leaf, e in ex.items() if e > 0)
+            self._victim_heaps[key] = lst
+        if no_fit is not None:
+            book, g, order = no_fit
+            src = pool_source(owner)
+        i = 0
+        while i < len(lst):
+            neg, rk, leaf = lst[i]
+            cur = ex.get(leaf, 0)
+            if cur != -neg:  # lowered since it was placed: it moves further down
+                del lst[i]
+                if cur > 0:
+                    bisect.insort(lst, (-cur, rk, leaf))
+                continue
+            i += 1
+            if leaf == beneficiary or (no_fit is not None and book.get((leaf, g, src), UNSET) <= order):
+                continue
+            yield leaf, cur
 
     def _victims_parent_mode(self, v: GroupView, owner: str, beneficiary: str) -> list[tuple[str, int]]:
         ex = self._excess(v, owner)
