@@ -175,10 +175,10 @@ class Cycle:
         if gp.max_of:
             self._trim_over_max(v)
         # demand: what each leaf holds here plus what its requests usable here still want
-        unmet_g, usage = s.unmet_g, s.usage
+        unmet_g, usage = s.unmet_g, s.usage_in[g]
         _, demand, own_part, remaining = cache
         for leaf in look:
-            u = usage.get((leaf, g))
+            u = usage.get(leaf)
             dem = (u.held if u else 0) + unmet_g.get((leaf, g), 0)
             st = gp.settings[leaf]
             if st.max is not None and st.max < dem:
@@ -203,7 +203,7 @@ class Cycle:
                     planned(gp.tree, owner, size, under), gp.index))
             # nobody can get more than the whole pool, so needs above its size change
             # nothing: capping them keeps the memo key stable while they move about
-            need = {leaf: min(remaining[leaf], size) for leaf in under if remaining.get(leaf, 0) > 0}
+            need = {leaf: (r if r < size else size) for leaf in under if (r := remaining[leaf]) > 0}
             if not need:
                 continue
             caps = self._parent_caps(v, owner)
@@ -272,9 +272,9 @@ class Cycle:
             self._lent_within_limit(v, leaf, s.usage[(leaf, v.name)])
         if leaves is not v.gp.leaves and s.touched[v.name]:
             leaves = self._leaves_in_order(v.gp, s.touched[v.name].union(leaves))  # borrowers just retagged
-        g, usage, draws = v.name, s.usage, v.gp.draws_set
+        usage, draws = s.usage_in[v.name], v.gp.draws_set
         for leaf in leaves:
-            u = usage.get((leaf, g))
+            u = usage.get(leaf)
             if u is None or (u.held == 0 and not u.lent):
                 continue
             owned = v.owned.get(leaf, 0)
@@ -526,9 +526,8 @@ class Cycle:
     # -- 3. share pools up to the deserved share -----------------------------
     def _pool_room(self, leaf: str, g: str, v: GroupView, quotas: dict[str, dict[str, int]],
                    owner: str) -> int:
-        src = pool_source(owner)
-        u = self.s.usage.get((leaf, g))
-        have = (u.pools.get(owner, 0) + u.incoming.get(src, 0)) if u else 0
+        u = self.s.usage_in[g].get(leaf)
+        have = (u.pools.get(owner, 0) + u.incoming.get("pool:" + owner, 0)) if u else 0
         return quotas.get(owner, {}).get(leaf, 0) - have
 
     def _short(self, v: GroupView, quotas: dict[str, dict[str, int]], owner: str) -> list[str]:
@@ -542,9 +541,9 @@ class Cycle:
         g = v.name
         if got is None:
             got = []
-            usage, src = self.s.usage, pool_source(owner)
+            usage, src = self.s.usage_in[g], pool_source(owner)
             for leaf, quota in quotas.get(owner, {}).items():  # _pool_room, inlined: every entry
-                u = usage.get((leaf, g))
+                u = usage.get(leaf)
                 if quota > (u.pools.get(owner, 0) + u.incoming.get(src, 0) if u is not None else 0):
                     got.append(leaf)
         else:
@@ -843,12 +842,12 @@ class Cycle:
         ex = self._excess_cache.get(key)
         if ex is None:
             src = pool_source(owner)
-            usage, g = self.s.usage, v.name
+            usage = self.s.usage_in[v.name]
             deserved = v.deserved_pool.get(owner, {})
             static = v.static_pool.get(owner, {}) if self.policy.base_quota else None
             ex = {}
             for leaf in v.leaves_under.get(owner, ()):  # u.free_of(src) - _protected, inlined
-                u = usage.get((leaf, g))
+                u = usage.get(leaf)
                 keep = deserved.get(leaf, 0)
                 if static is not None:
                     keep = max(keep, static.get(leaf, 0))

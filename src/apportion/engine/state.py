@@ -148,6 +148,7 @@ class ClusterState:
         # beneficiary -> allocations being reclaimed for it
         self.reclaim_for: dict[str, dict[int, Allocation]] = {}
         self.usage: dict[tuple[str, str], Usage] = {}
+        self.usage_in: dict[str, dict[str, Usage]] = {g: {} for g in self.group_names}  # the same, by group
         self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
@@ -203,14 +204,14 @@ class ClusterState:
     def use(self, leaf: str, group: str) -> Usage:
         u = self.usage.get((leaf, group))
         if u is None:
-            u = self.usage[(leaf, group)] = Usage()
+            u = self.usage[(leaf, group)] = self.usage_in[group][leaf] = Usage()
         return u
 
     def _count(self, a: Allocation, sign: int) -> None:
         d = sign * a.slots
         u = self.usage.get((a.consumer, a.group))
         if u is None:
-            u = self.usage[(a.consumer, a.group)] = Usage()
+            u = self.usage[(a.consumer, a.group)] = self.usage_in[a.group][a.consumer] = Usage()
         src = a.source
         self.touched[a.group].add(a.consumer)
         if src == OWN:
@@ -379,7 +380,7 @@ class ClusterState:
             key = (leaf, group)
             u = self.usage.get(key)
             if u is None:
-                u = self.usage[key] = Usage()
+                u = self.usage[key] = self.usage_in[group][leaf] = Usage()
             who = source[5:]
             pools = u.pools
             pools[who] = pools.get(who, 0) + slots
