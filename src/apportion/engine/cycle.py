@@ -175,11 +175,11 @@ class Cycle:
         if gp.max_of:
             self._trim_over_max(v)
         # demand: what each leaf holds here plus what its requests usable here still want
-        unmet_g, usage = s.unmet_g, s.usage_in[g]
+        unmet, usage = s.unmet_in[g], s.usage_in[g]
         _, demand, own_part, remaining = cache
         for leaf in look:
             u = usage.get(leaf)
-            dem = (u.held if u else 0) + unmet_g.get((leaf, g), 0)
+            dem = (u.held if u else 0) + unmet.get(leaf, 0)
             st = gp.settings[leaf]
             if st.max is not None and st.max < dem:
                 dem = st.max
@@ -430,7 +430,7 @@ class Cycle:
             if self.want.get(leaf, 0) <= 0:
                 continue
             open_groups = {g for g in (s.group_names if groups is None else groups(leaf))
-                           if s.unmet_g.get((leaf, g), 0) > 0 and leaf in views[g].settings
+                           if s.unmet_in[g].get(leaf, 0) > 0 and leaf in views[g].settings
                            and room(leaf, g, views[g])}
             if not open_groups:
                 continue
@@ -464,7 +464,7 @@ class Cycle:
                     continue
                 under = v.leaves_under.get(owner, ())
                 hungry = [leaf for leaf in under if self.want.get(leaf, 0) > 0
-                          and self.s.unmet_g.get((leaf, g), 0) > 0 and owner in v.gp.draws_from[leaf]]
+                          and self.s.unmet_in[g].get(leaf, 0) > 0 and owner in v.gp.draws_from[leaf]]
                 if hungry and not (skip_blocked and self._pool_has_deficit(v, owner)):
                     out.update(hungry)
         return out
@@ -559,14 +559,15 @@ class Cycle:
         Within a pool phase a leaf's room and a pool's idle slots only shrink, so the
         phase need never look at any other pool."""
         found: dict[str, dict[str, set[str]]] = {}
-        want, unmet_g = self.want, self.s.unmet_g
+        want = self.want
         for g, v in self.views.items():
             q = quotas(v)
+            unmet = self.s.unmet_in[g]
             for owner in q:
                 if idle_only and self._pool_idle(g, v, owner) <= 0:
                     continue
                 for leaf in self._short(v, q, owner):
-                    if want.get(leaf, 0) > 0 and (not idle_only or unmet_g.get((leaf, g), 0) > 0):
+                    if want.get(leaf, 0) > 0 and (not idle_only or unmet.get(leaf, 0) > 0):
                         found.setdefault(leaf, {}).setdefault(g, set()).add(owner)
         out: dict[str, dict[str, list[str]]] = {}
         for leaf, by_group in found.items():
@@ -960,7 +961,7 @@ class Cycle:
         """Surplus waits while a leaf of the pool still lacks its deserved share and
         has nothing on the way: handing its slots to others would only be reclaimed."""
         for leaf in self._short(v, v.deserved_pool, owner):
-            if self.want.get(leaf, 0) <= 0 or self.s.unmet_g.get((leaf, v.name), 0) <= 0:
+            if self.want.get(leaf, 0) <= 0 or self.s.unmet_in[v.name].get(leaf, 0) <= 0:
                 continue  # nothing it still wants can run in this group
             if (leaf, v.name) in self.stuck or self.s.is_futile(leaf, v.name):
                 continue

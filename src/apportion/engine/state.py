@@ -152,7 +152,7 @@ class ClusterState:
         self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
-        self.unmet_g: dict[tuple[str, str], int] = {}
+        self.unmet_in: dict[str, dict[str, int]] = {g: {} for g in self.group_names}  # group -> leaf -> unmet slots of requests usable there
         self.incoming: dict[str, int] = {}  # leaf -> slots being reclaimed for it, all groups
         # group -> leaves whose usage or unmet slots there changed since the group's
         # last view: a cycle looks again at these only (Cycle._view)
@@ -295,9 +295,10 @@ class ClusterState:
             return
         leaf = rs.spec.consumer
         self.unmet[leaf] = self.unmet.get(leaf, 0) + delta
-        unmet_g, touched = self.unmet_g, self.touched
+        unmet_in, touched = self.unmet_in, self.touched
         for g in rs.groups:
-            unmet_g[(leaf, g)] = unmet_g.get((leaf, g), 0) + delta
+            here = unmet_in[g]
+            here[leaf] = here.get(leaf, 0) + delta
             touched[g].add(leaf)
 
     def _held_by(self, rs: RequestState, delta: int) -> None:
