@@ -42,7 +42,7 @@ def test_twins_at_the_cut_go_by_plan_order():
     t = tree_of({"/A": 1, "/B": 1, "/C": 2})
     need = {"/A": 5, "/B": 5}
     fast, exact = both(t, 3, need, True)
-    assert fast == ({"/A": 2, "/B": 1}, {"/A": 1.5, "/B": 1.5})
+    assert fast[0] == {"/A": 2, "/B": 1} and fast[1].get("/A") == fast[1].get("/B") == 1.5
     assert fast[0] == exact[0]
 
 

@@ -40,7 +40,8 @@ class _Shape:
     ratio-0 node on the way), as arrays: node 0 is ``top``, then level by level,
     each level's nodes grouped by parent."""
 
-    __slots__ = ("names", "pos", "parent", "weight", "band", "index", "levels", "planned")
+    __slots__ = ("names", "names_arr", "pos", "parent", "weight", "band", "index", "levels", "level_nodes",
+                 "band_parents", "planned")
 
     def __init__(self, tree: ShareTree, top: str) -> None:
         names = [top]
@@ -65,12 +66,22 @@ class _Shape:
                 levels.append(bands_here)
             frontier = nxt
         self.names = names
-        self.pos = {n: i for i, n in enumerate(names)}
+        # every node below top, those below a ratio-0 node at -1 (they take no part)
+        self.pos: dict[str, int] = {}
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            self.pos[node] = -1
+            stack.extend(tree.children.get(node, ()))
+        self.pos.update((n, i) for i, n in enumerate(names))
         self.parent = np.array(parent, dtype=np.intp)
         self.weight = np.array([tree.ratio[n] if i else 1 for i, n in enumerate(names)], dtype=np.float64)
         self.band = np.array(rank, dtype=np.intp)
         self.index = np.array([tree.index[n] for n in names], dtype=np.int64)
         self.levels = [[np.array(b, dtype=np.intp) for b in bands] for bands in levels]
+        self.level_nodes = [(np.concatenate(bands), self.parent[np.concatenate(bands)]) for bands in self.levels]
+        self.band_parents = [[self.parent[b] for b in bands] for bands in self.levels]
+        self.names_arr = np.array(names, dtype=object)
         self.planned: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def planned_floats(self, size: int, exact: Mapping[str, Fraction]) -> tuple[np.ndarray, np.ndarray]:
@@ -98,14 +109,13 @@ def _shape(tree: ShareTree, top: str) -> _Shape:
 
 
 def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], parent_mode: bool,
-           planned: Mapping[str, Fraction]) -> tuple[dict[str, int], dict[str, float]] | None:
+           planned: Mapping[str, Fraction]) -> tuple[dict[str, int], Shares] | None:
     """``divide_pool`` for a dynamic division without parent caps, when the pool is
     oversubscribed: (whole slots per leaf, share per leaf), or None where the floats
     cannot be trusted to round as the rationals would (or there is nothing to gain).
     ``planned`` is the exact static planned share of each leaf for this pool size."""
     sh = _shape(tree, top)
-    get = sh.pos.get
-    idx = np.fromiter([get(leaf, -1) for leaf in leaf_need], dtype=np.intp, count=len(leaf_need))
+    idx = np.fromiter(map(sh.pos.__getitem__, leaf_need), dtype=np.intp, count=len(leaf_need))
     need = np.fromiter(leaf_need.values(), dtype=np.float64, count=len(leaf_need))
     keep = (idx >= 0) & (need > 0)  # leaves below a ratio-0 node take no part
     if not keep.all():
@@ -122,7 +132,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         # leaf enforcement: the planned share first, as far as needed
         floats, whole_plan = sh.planned_floats(size, planned)
         plan = floats[idx]
-        if np.any(np.abs(plan - need) <= tol):
+        if (np.abs(plan - need) <= tol).any():
             return None
         base = np.minimum(plan, need)
         left0 = size - float(base.sum())
@@ -131,17 +141,16 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
     res[idx] = need - base
     # what each subtree still needs: children's sums, deepest level first
     parent = sh.parent
-    for bands in reversed(sh.levels):
-        for members in bands:
-            res += np.bincount(parent[members], weights=res[members], minlength=count)
+    for nodes, parents in reversed(sh.level_nodes):
+        res += np.bincount(parents, weights=res[nodes], minlength=count)
     give = np.zeros(count)
     full = np.zeros(count, dtype=bool)
     give[0] = left0
     weight = sh.weight
-    for bands in sh.levels:
+    for bands, band_parents in zip(sh.levels, sh.band_parents):
         left = give.copy()  # what each parent still has to hand out
-        for members in bands:
-            m = members[(res[members] > 0) & (left[parent[members]] > 0)]
+        for members, parents in zip(bands, band_parents):
+            m = members[(res[members] > 0) & (left[parents] > 0)]
             if not len(m):
                 continue
             # a parent filled to its need hands each child exactly its own: no level to find
@@ -160,7 +169,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
                 tw = np.bincount(seg[live], weights=w[live], minlength=count)
                 level = left[seg] / np.where(live, tw[seg], 1.0)
                 margin = cap - level * w
-                if np.any(live & (np.abs(margin) <= tol)):
+                if (live & (np.abs(margin) <= tol)).any():
                     return None
                 done = live & (margin < 0)
                 if not done.any():
@@ -188,7 +197,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         value[alone] = np.round(value[alone])
     floor = np.floor(value)
     frac = np.where(whole, 0.0, value - floor)
-    if np.any(~whole & ((frac <= tol) | (frac >= 1 - tol))):
+    if (~whole & ((frac <= tol) | (frac >= 1 - tol))).any():
         return None
     spare = size - int(floor.sum())
     out = floor.astype(np.int64)
@@ -202,9 +211,32 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
                 return None
         out[order[:spare]] += 1
     given = value > 0
-    names = sh.names
-    leaves = [names[i] for i in idx[given].tolist()]
-    return dict(zip(leaves, out[given].tolist())), dict(zip(leaves, value[given].tolist()))
+    at = idx[given]
+    exact = np.zeros(count)
+    exact[at] = value[given]
+    return dict(zip(sh.names_arr[at].tolist(), out[given].tolist())), Shares(sh.pos, exact)
+
+
+class Shares:
+    """The float share of each leaf, looked up by name (only ``divide``'s caller
+    reads a few of them: no dict of every leaf is built)."""
+
+    __slots__ = ("_pos", "_values")
+
+    def __init__(self, pos: dict[str, int], values: np.ndarray) -> None:
+        self._pos = pos
+        self._values = values
+
+    def get(self, leaf: str, default: float = 0) -> float:
+        i = self._pos.get(leaf, -1)
+        v = float(self._values[i]) if i >= 0 else 0.0
+        return v if v > 0 else default
+
+    def __getitem__(self, leaf: str) -> float:
+        v = self.get(leaf, 0.0)
+        if not v:
+            raise KeyError(leaf)
+        return v
 
 
 def _twins(sh: _Shape, idx: np.ndarray, frac: np.ndarray, whole: np.ndarray, got: np.ndarray,
