@@ -132,7 +132,9 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         # leaf enforcement: the planned share first, as far as needed
         floats, whole_plan = sh.planned_floats(size, planned)
         plan = floats[idx]
-        if (np.abs(plan - need) <= tol).any():
+        # a whole planned share compares exactly with the whole need; any other this
+        # close to it could fall either side
+        if ((np.abs(plan - need) <= tol) & ~whole_plan[idx]).any():
             return None
         base = np.minimum(plan, need)
         left0 = size - float(base.sum())
