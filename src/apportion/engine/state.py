@@ -150,6 +150,7 @@ class ClusterState:
         self.usage: dict[tuple[str, str], Usage] = {}
         self.usage_in: dict[str, dict[str, Usage]] = {g: {} for g in self.group_names}  # the same, by group
         self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
+        # group -> consumer with a max -> slots held in its subtree there
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
         self.unmet_in: dict[str, dict[str, int]] = {g: {} for g in self.group_names}  # group -> leaf -> unmet slots of requests usable there
@@ -172,8 +173,10 @@ class ClusterState:
                 chain.append(p)
                 p = self.consumers[p].parent
             self.ancestors[c.path] = tuple(chain)  # nearest first, root excluded
-        # a consumer, its ancestors and the root: whose subtree a slot it holds counts in
-        self.chain = {c: (c,) + up + (ROOT,) for c, up in self.ancestors.items()}
+        # the consumers whose subtree a slot held by a consumer counts in, among those a
+        # max applies to: the only subtree totals anything reads (max checks)
+        capped = {c.path for c in plan.consumers if any(st.max is not None for st in c.groups.values())}
+        self.chain = {c: tuple(p for p in (c,) + up if p in capped) for c, up in self.ancestors.items()}
         self._group_plans: dict[str, GroupPlan] = {}
         self._memo: dict[tuple, object] = {}
         # (group, pool owner) -> the last division of that pool and its inputs (Cycle._division)
