@@ -596,17 +596,21 @@ class Cycle:
             if not short_in:
                 continue
 
-            def pools(leaf: str, g: str, v: GroupView) -> list[str]:
-                return short_in[leaf].get(g, ())
+            usage_in, pool_used = self.s.usage_in, self.s.pool_used
 
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
-                q = quotas(v)
-                return any(self._pool_idle(g, v, o) > 0 and self._pool_room(leaf, g, v, q, o) > 0
-                           for o in pools(leaf, g, v))
+                # _pool_idle(...) > 0 and _pool_room(...) > 0 for one of the leaf's pools, inlined
+                q, used, u = quotas(v), pool_used[g], usage_in[g].get(leaf)
+                for o in short_in[leaf].get(g, ()):
+                    if v.pool_size.get(o, 0) > used.get(o, 0):
+                        have = u.pools.get(o, 0) + u.incoming.get("pool:" + o, 0) if u is not None else 0
+                        if q.get(o, {}).get(leaf, 0) > have:
+                            return True
+                return False
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
-                for owner in pools(leaf, g, v):
+                for owner in short_in[leaf].get(g, ()):
                     r = self._pool_room(leaf, g, v, q, owner)
                     if r <= 0:
                         continue
@@ -797,10 +801,17 @@ class Cycle:
 
             short_in = self._short_pools(quotas, idle_only=False)
 
+            usage_in = self.s.usage_in
+
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
-                q = quotas(v)
-                return self._headroom(leaf, g, v) > 0 and not self.s.is_futile(leaf, g) and any(
-                    self._pool_room(leaf, g, v, q, o) > 0 for o in short_in[leaf].get(g, ()))
+                if self._headroom(leaf, g, v) <= 0 or self.s.is_futile(leaf, g):
+                    return False
+                q, u = quotas(v), usage_in[g].get(leaf)
+                for o in short_in[leaf].get(g, ()):  # _pool_room(...) > 0, inlined
+                    have = u.pools.get(o, 0) + u.incoming.get("pool:" + o, 0) if u is not None else 0
+                    if q.get(o, {}).get(leaf, 0) > have:
+                        return True
+                return False
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
