@@ -717,11 +717,13 @@ class Cycle:
             have_on = self.s.source_hosts[(victim_leaf, g, src)]
             # the hosts where freeing the victim's slots completes an instance that
             # the free slots alone do not: the only ones it can give anything on
+            # (with none free a host needs two or more of the victim's slots)
             useful = set()
-            for host, have in have_on.items():
-                free = hosts[host].free
-                if (free + have) // order * order > free:
-                    h = hosts[host]
+            key = (victim_leaf, g, src)
+            for host in have_on.keys() & self.s.with_free | self.s.source_multi.get(key, set()):
+                h = hosts[host]
+                free = h.free
+                if (free + have_on[host]) // order * order > free:
                     if h.takes_work and (req.requirement is None or req.requirement(h.host)):
                         useful.add(host)
             if not useful:

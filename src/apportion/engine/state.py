@@ -145,6 +145,8 @@ class ClusterState:
         # the same allocations summed per host: whether a victim can free a whole
         # instance anywhere is then a look at its hosts, not at every allocation
         self.source_hosts: dict[tuple[str, str, str], dict[str, int]] = {}
+        self.source_multi: dict[tuple[str, str, str], set[str]] = {}  # hosts where it holds 2 or more
+        self.with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot
         # beneficiary -> allocations being reclaimed for it
         self.reclaim_for: dict[str, dict[int, Allocation]] = {}
         self.usage: dict[tuple[str, str], Usage] = {}
@@ -240,21 +242,33 @@ class ClusterState:
         u.held += d
         if a.reclaim is None:
             key = (a.consumer, a.group, src)
-            on = self.source_hosts.get(key)
             if sign > 0:
                 self.by_source.setdefault(key, {})[a.id] = a
-                if on is None:
-                    on = self.source_hosts[key] = {}
-                on[a.host] = on.get(a.host, 0) + d
             else:
                 self.by_source.get(key, {}).pop(a.id, None)
-                left = on[a.host] + d
-                if left:
-                    on[a.host] = left
-                else:
-                    del on[a.host]
+            self._on_host(key, a.host, d)
         else:
             self._count_marked(a, d, u)
+
+    def _on_host(self, key: tuple[str, str, str], host: str, d: int) -> None:
+        """Move the per-host total of a (leaf, group, source) by ``d``, keeping the
+        hosts where it holds two slots or more apart: only there, or where a host
+        has free slots, can freeing it complete a multi-slot instance (Cycle._mark)."""
+        on = self.source_hosts.get(key)
+        if on is None:
+            on = self.source_hosts[key] = {}
+        n = on.get(host, 0) + d
+        if n:
+            on[host] = n
+        else:
+            del on[host]
+        multi = self.source_multi.get(key)
+        if n >= 2:
+            if multi is None:
+                multi = self.source_multi[key] = set()
+            multi.add(host)
+        elif multi:
+            multi.discard(host)
 
     def _count_marked(self, a: Allocation, d: int, u: Usage | None = None) -> None:
         """The reclaim books of a marked allocation: what its beneficiary waits for,
@@ -375,6 +389,8 @@ class ClusterState:
         self._held_by(rs, slots)
         h = self.hosts[host]
         change_free(h, -slots)
+        if h.free <= 0:
+            self.with_free.discard(host)
         users = h.users
         users[leaf] = users.get(leaf, 0) + slots
         if spec.exclusive:
@@ -395,11 +411,8 @@ class ClusterState:
             index = self.by_source.get(skey)
             if index is None:
                 index = self.by_source[skey] = {}
-                on = self.source_hosts[skey] = {}
-            else:
-                on = self.source_hosts[skey]
             index[aid] = a
-            on[host] = on.get(host, 0) + slots
+            self._on_host(skey, host, slots)
         else:
             self._count(a, +1)
         st = self.subtree_held[group]
@@ -427,6 +440,8 @@ class ClusterState:
             change_free(h, a.slots)
         else:
             h.free += a.slots
+        if h.free > 0:
+            self.with_free.add(a.host)
 
     def release(self, a: Allocation, slots: int | None = None) -> None:
         """Give back ``slots`` of an allocation (all of it by default)."""
@@ -467,12 +482,7 @@ class ClusterState:
             # source stay; the allocation leaves its source index for the reclaim books
             key = (a.consumer, a.group, a.source)
             del self.by_source[key][a.id]
-            on = self.source_hosts[key]
-            left = on[a.host] - a.slots
-            if left:
-                on[a.host] = left
-            else:
-                del on[a.host]
+            self._on_host(key, a.host, -a.slots)
             a.reclaim = mark
             self._count_marked(a, a.slots)  # marks the holder touched
         else:
