@@ -453,21 +453,33 @@ class Cycle:
         return sorted((x for x in among if self.want.get(x, 0) > 0),
                       key=lambda p: (p not in self.first, idx[p].index))
 
-    def _under_idle_pools(self, skip_blocked: bool = False) -> set[str]:
-        """Leaves that want slots and stand under a pool with idle slots: the only
-        ones a pool phase can serve. Pools whose subtree wants nothing stay idle
-        for good, so asking every leaf about every pool each cycle would be waste."""
+    def _under_idle_pools(self) -> tuple[set[str], dict[str, dict[str, list[str]]]]:
+        """Leaves that want slots and stand under a pool with idle slots and no deficit:
+        the only ones the surplus phase can serve; and for every leaf under an idle
+        pool at all, group -> those pools, in the order it draws from them. Pools
+        whose subtree wants nothing stay idle for good, so asking every leaf about
+        every pool each cycle would be waste; and as idle slots only shrink within
+        the phase, no other pool can open up for a leaf later."""
         out: set[str] = set()
+        idle_in: dict[str, dict[str, list[str]]] = {}
         for g, v in self.views.items():
+            unmet = self.s.unmet_in[g]
             for owner in v.pool_size:
                 if self._pool_idle(g, v, owner) <= 0:
                     continue
                 under = v.leaves_under.get(owner, ())
                 hungry = [leaf for leaf in under if self.want.get(leaf, 0) > 0
-                          and self.s.unmet_in[g].get(leaf, 0) > 0 and owner in v.gp.draws_from[leaf]]
-                if hungry and not (skip_blocked and self._pool_has_deficit(v, owner)):
+                          and unmet.get(leaf, 0) > 0 and owner in v.gp.draws_set[leaf]]
+                for leaf in hungry:
+                    idle_in.setdefault(leaf, {}).setdefault(g, []).append(owner)
+                if hungry and not self._pool_has_deficit(v, owner):
                     out.update(hungry)
-        return out
+        for leaf, by_group in idle_in.items():
+            for g, owners in by_group.items():
+                if len(owners) > 1:
+                    draws = self.views[g].gp.draws_from[leaf]
+                    owners.sort(key=draws.index)
+        return out, idle_in
 
     # -- 2. own idle slots ---------------------------------------------------
     def _own_idle(self, leaf: str, g: str, v: GroupView) -> int:
@@ -934,13 +946,13 @@ class Cycle:
 
     # -- 7. surplus --------------------------------------------------------------
     def _surplus(self) -> None:
-        candidates = self._under_idle_pools(skip_blocked=True)
+        candidates, idle_in = self._under_idle_pools()
         if not candidates:
             return
         blocked: dict[tuple[str, str], bool] = {}
 
         def open_pools(leaf: str, g: str, v: GroupView) -> Iterator[str]:
-            for owner in v.gp.draws_from[leaf]:
+            for owner in idle_in[leaf].get(g, ()):
                 if v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0) <= 0:
                     continue
                 # surplus grants never create a deficit, so one look per pool is enough
@@ -968,7 +980,7 @@ class Cycle:
                 if open_:
                     first_seq[leaf] = min(open_)
         leaves = sorted(first_seq, key=lambda p: (first_seq[p], self.s.consumers[p].index))
-        self._serve(leaves, room, serve)
+        self._serve(leaves, room, serve, lambda leaf: idle_in[leaf])
 
     def _pool_has_deficit(self, v: GroupView, owner: str) -> bool:
         """Surplus waits while a leaf of the pool still lacks its deserved share and
