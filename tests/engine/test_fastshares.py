@@ -53,33 +53,45 @@ def test_whole_shares_by_construction_are_not_taken_for_float_noise():
     assert fast[0] == exact[0] == {"/A": 2, "/B": 6, "/C": 10}
 
 
-def test_an_undecidable_tie_falls_back_to_the_rationals():
-    # cousins with equal shares under different parents: equal rationals the floats
-    # cannot prove equal, so the fast path declines rather than guess
+def test_a_tie_between_cousins_made_equal_by_construction_is_kept():
+    # /X/a and /Y/b are each the only taker below equal siblings: 1.5 slots each by
+    # construction, so plan order breaks the tie without the rationals
     t = tree_of({"/X": 1, "/X/a": 1, "/Y": 1, "/Y/b": 1})
-    assert fastshares.divide(t, "/", 3, {"/X/a": 5, "/Y/b": 5}, True, {}) is None
-    assert divide_pool(t, "/", 3, {"/X/a": 5, "/Y/b": 5}, True, True)[0] == {"/X/a": 2, "/Y/b": 1}
+    got = fastshares.divide(t, "/", 3, {"/X/a": 5, "/Y/b": 5}, True, {})
+    assert got is not None and got[0] == {"/X/a": 2, "/Y/b": 1}
+    assert got[0] == divide_pool(t, "/", 3, {"/X/a": 5, "/Y/b": 5}, True, True, fast=False)[0]
+
+
+def test_a_tie_no_rule_of_the_fill_explains_is_settled_in_rationals():
+    # a = 9 * 2/3 * 1/4 and b = 9 * 1/3 * 1/2: equal shares that no rule of the fill
+    # makes equal, all four at the rounding cut: the close leaves' shares are worked
+    # out exactly along their paths, and plan order breaks the exact tie
+    t = tree_of({"/X": 2, "/X/a": 1, "/X/c": 3, "/Y": 1, "/Y/b": 1, "/Y/d": 1})
+    need = {"/X/a": 100, "/X/c": 100, "/Y/b": 100, "/Y/d": 100}
+    got = fastshares.divide(t, "/", 9, need, True, {})
+    assert got is not None and got[0] == {"/X/a": 2, "/X/c": 5, "/Y/b": 1, "/Y/d": 1}
+    assert got[0] == divide_pool(t, "/", 9, need, True, True, fast=False)[0]
 
 
 @st.composite
-def big_pools(draw):
+def big_pools(draw, ratio=st.integers(0, 4), need=st.integers(1, 60)):
     """Three-level trees of up to 60 leaves, ratios 0-4, a few priority bands."""
     ratios: dict[str, int] = {}
     prios: dict[str, int | None] = {}
     for i in range(draw(st.integers(1, 4))):
         top = f"/T{i}"
-        ratios[top] = draw(st.integers(0, 4))
+        ratios[top] = draw(ratio)
         prios[top] = draw(st.sampled_from([None, None, 1, 2]))
         for j in range(draw(st.integers(0, 4))):
             mid = f"{top}/m{j}"
-            ratios[mid] = draw(st.integers(0, 4))
+            ratios[mid] = draw(ratio)
             prios[mid] = draw(st.sampled_from([None, None, None, 1]))
             for k in range(draw(st.integers(0, 5))):
-                ratios[f"{mid}/l{k}"] = draw(st.integers(0, 4))
+                ratios[f"{mid}/l{k}"] = draw(ratio)
     t = tree_of(ratios, prios)
     leaves = [p for p in ratios if not t.children.get(p)]
-    need = {leaf: draw(st.integers(1, 60)) for leaf in leaves if draw(st.integers(0, 3))}
-    return t, need, draw(st.integers(1, 400)), draw(st.booleans())
+    needs = {leaf: draw(need) for leaf in leaves if draw(st.integers(0, 3))}
+    return t, needs, draw(st.integers(1, 400)), draw(st.booleans())
 
 
 @given(big_pools())
@@ -90,6 +102,14 @@ def test_floats_round_exactly_as_the_rationals(pool):
     assert sum(fast[0].values()) == sum(exact[0].values())
     for leaf, share in exact[1].items():
         assert abs(float(fast[1][leaf]) - float(share)) <= 1e-9 * size
+
+
+@given(big_pools(ratio=st.sampled_from([1, 1, 2]), need=st.integers(40, 60)))
+def test_ties_at_the_cut_are_settled_as_the_rationals_settle_them(pool):
+    # equal ratios and needs above every share: many leaves share a fractional part
+    t, need, size, parent_mode = pool
+    fast, exact = both(t, size, need, parent_mode)
+    assert fast[0] == exact[0]
 
 
 def test_the_fast_path_answers_for_most_large_pools():

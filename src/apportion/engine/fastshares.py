@@ -147,6 +147,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         res += np.bincount(parents, weights=res[nodes], minlength=count)
     give = np.zeros(count)
     full = np.zeros(count, dtype=bool)
+    sole = np.zeros(count, dtype=bool)  # handed all its parent had (the only taker): ties, below
     give[0] = left0
     weight = sh.weight
     for bands, band_parents in zip(sh.levels, sh.band_parents):
@@ -166,6 +167,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
                 if not len(m):
                     continue
             seg, w, cap = parent[m], weight[m], res[m]
+            untouched = left[seg] == give[seg]  # no earlier band took any of it
             live = np.ones(len(m), dtype=bool)
             while True:
                 tw = np.bincount(seg[live], weights=w[live], minlength=count)
@@ -187,6 +189,8 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
                 tw = np.bincount(s, weights=w[live], minlength=count)
                 give[m[live]] = left[s] * w[live] / tw[s]
                 left[s] = 0.0  # a parent with a member below its cap hands out all it has
+                alone_here = np.bincount(seg, minlength=count)[s] == 1
+                sole[m[live]] = alone_here & untouched[live]
     got = give[idx]
     value = base + got
     whole = full[idx] | (need <= base)  # filled to the need: exactly the need
@@ -209,8 +213,13 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         order = np.lexsort((sh.index[idx], -frac))
         if spare < len(order):
             a, b = frac[order[spare - 1]], frac[order[spare]]
-            if a - b <= 2 * tol and not _twins(sh, idx, frac, whole, got, order, spare, tol):
-                return None
+            if a - b <= 2 * tol and not _twins(sh, idx, frac, whole, got, order, spare, tol, full, sole, planned):
+                chosen = _cut_exactly(sh, tree, idx, need, floor, frac, got, order, spare, tol, full,
+                                      planned, size, parent_mode)
+                if chosen is None:
+                    return None
+                order = chosen
+                spare = len(chosen)
         out[order[:spare]] += 1
     given = value > 0
     at = idx[given]
@@ -242,18 +251,126 @@ class Shares:
 
 
 def _twins(sh: _Shape, idx: np.ndarray, frac: np.ndarray, whole: np.ndarray, got: np.ndarray,
-           order: np.ndarray, spare: int, tol: float) -> bool:
+           order: np.ndarray, spare: int, tol: float, full: np.ndarray, sole: np.ndarray,
+           planned: Mapping[str, Fraction]) -> bool:
     """The leaves whose fractional parts lie within the float error of the cut: only
-    if they are all equal and twins (one parent, one weight, one planned share, all
-    given a part of the leftover or all not) are their exact shares equal as well."""
+    if their exact shares are provably equal too does plan order break the tie as the
+    rationals would. Equal means: the same planned share (the rationals compared),
+    and the same part of the leftover: none, or amounts that the fill makes equal by
+    construction (``_same_amount``)."""
     a = frac[order[spare - 1]]
     near = np.flatnonzero(np.abs(frac - a) <= 2 * tol)
     k0 = near[0]
+    if whole[k0]:
+        return False
+    j = int(idx[k0])
+    zero = 0
     for k in near[1:]:
-        if frac[k] != frac[k0] or whole[k] or whole[k0] or (got[k] > 0) != (got[k0] > 0):
+        if frac[k] != frac[k0] or whole[k] or (got[k] > 0) != (got[k0] > 0):
             return False
-        i, j = idx[k], idx[k0]
-        # one parent, weight and band: one planned share and one level in the fill
-        if sh.parent[i] != sh.parent[j] or sh.weight[i] != sh.weight[j] or sh.band[i] != sh.band[j]:
+        i = int(idx[k])
+        if planned.get(sh.names[i], zero) != planned.get(sh.names[j], zero):
+            return False
+        if got[k] > 0 and not _same_amount(sh, i, j, full, sole):
             return False
     return True
+
+
+def _same_amount(sh: _Shape, i: int, j: int, full: np.ndarray, sole: np.ndarray) -> bool:
+    """Whether nodes ``i`` and ``j`` were handed exactly equal parts of the leftover:
+    below one parent, in one band, of one weight and both below their caps (one water
+    level), or each the only taker of its parent, whose parents were handed equal parts."""
+    parent = sh.parent
+    while i != j:
+        if i == 0 or j == 0:
+            return False
+        if parent[i] == parent[j]:
+            return (sh.band[i] == sh.band[j] and sh.weight[i] == sh.weight[j]
+                    and not full[i] and not full[j])
+        if not (sole[i] and sole[j]):
+            return False
+        i, j = int(parent[i]), int(parent[j])
+    return True
+
+
+def _cut_exactly(sh: _Shape, tree: ShareTree, idx: np.ndarray, need: np.ndarray, floor: np.ndarray,
+                 frac: np.ndarray, got: np.ndarray, order: np.ndarray, spare: int, tol: float,
+                 full: np.ndarray, planned: Mapping[str, Fraction], size: int,
+                 parent_mode: bool) -> np.ndarray | None:
+    """The leaves that get a spare slot, when the fractional parts at the cut are too
+    close for the floats: the shares of the few leaves there are worked out in exact
+    rationals along their paths, following the fill's decisions (which the margins
+    proved), and the cut is made among them by the exact fractional parts. None if
+    the close group is not clearly apart from the rest."""
+    from apportion.engine.shares import Fraction as Q
+
+    a = frac[order[spare - 1]]
+    dist = np.abs(frac - a)
+    near = np.flatnonzero(dist <= 2 * tol)
+    if ((dist > 2 * tol) & (dist <= 6 * tol)).any():
+        return None  # no clear gap around the close group
+    picked = np.zeros(len(idx), dtype=bool)
+    picked[order[:spare]] = True
+    take = int(picked[near].sum())
+    names, parent, count = sh.names, sh.parent, len(sh.names)
+    # exact residual need of every node: leaves' need less their planned part, summed up
+    res: dict[int, Fraction] = {}
+    based = Q(0)
+    for k, i in enumerate(idx.tolist()):
+        n = int(need[k])
+        p = Q(0) if parent_mode else planned.get(names[i], Q(0))
+        b = p if p < n else Q(n)
+        based += b
+        if n > b:
+            res[i] = n - b
+    for i in range(count - 1, 0, -1):  # positions are breadth first: children after parents
+        r = res.get(i)
+        if r:
+            p = int(parent[i])
+            res[p] = res[p] + r if p in res else r
+    handed: dict[int, Fraction] = {0: Q(size) - based}
+
+    def amount(x: int) -> Fraction | None:
+        if x in handed:
+            return handed[x]
+        if full[x]:
+            handed[x] = res[x]
+            return res[x]
+        y = int(parent[x])
+        avail = amount(y)
+        if avail is None:
+            return None
+        band, w_live, for_full = int(sh.band[x]), 0, Q(0)
+        for b, members in enumerate(tree.bands(names[y])):
+            for m in members:
+                j = sh.pos[m]
+                if j < 0 or not res.get(j):
+                    continue
+                if b < band:
+                    if not full[j]:
+                        return None
+                    avail -= res[j]
+                elif b == band:
+                    if full[j]:
+                        for_full += res[j]
+                    else:
+                        w_live += tree.ratio[m]
+        handed[x] = (avail - for_full) * tree.ratio[names[x]] / w_live
+        return handed[x]
+
+    exact_frac = []
+    for k in near.tolist():
+        i = int(idx[k])
+        if got[k] > 0:
+            part = amount(i)
+            if part is None:
+                return None
+            n = int(need[k])
+            p = Q(0) if parent_mode else planned.get(names[i], Q(0))
+            v = (p if p < n else Q(n)) + part
+        else:
+            v = Q(0) if parent_mode else planned.get(names[i], Q(0))
+        exact_frac.append((v - int(floor[k]), k))
+    near_sorted = [k for _, k in sorted(exact_frac, key=lambda fk: (-fk[0], int(sh.index[idx[fk[1]]])))]
+    rest = [k for k in order[:spare].tolist() if k not in set(near.tolist())]
+    return np.array(rest + near_sorted[:take], dtype=np.intp)
