@@ -543,7 +543,9 @@ class Cycle:
         return quotas.get(owner, {}).get(leaf, 0) - have
 
     def _short(self, v: GroupView, quotas: dict[str, dict[str, int]], owner: str) -> list[str]:
-        """The leaves below their quota in ``owner``'s pool. From the group views on,
+        """The leaves below their quota in ``owner``'s pool that still want slots (every
+        caller asks only about those, and what a leaf wants only shrinks within a
+        cycle). From the group views on,
         a leaf's room in a pool only shrinks within a cycle (grants and reclaims for
         it add to what it has; nothing is removed before the phases end), so the
         list is made once per cycle and only pruned after: most leaves of a settled
@@ -553,8 +555,10 @@ class Cycle:
         g = v.name
         if got is None:
             got = []
-            usage, src = self.s.usage_in[g], pool_source(owner)
+            usage, src, want = self.s.usage_in[g], pool_source(owner), self.want
             for leaf, quota in quotas.get(owner, {}).items():  # _pool_room, inlined: every entry
+                if want.get(leaf, 0) <= 0:
+                    continue  # wants nothing more this cycle (want only shrinks): no use to anyone
                 u = usage.get(leaf)
                 if quota > (u.pools.get(owner, 0) + u.incoming.get(src, 0) if u is not None else 0):
                     got.append(leaf)
@@ -863,7 +867,10 @@ class Cycle:
 
     def _excess(self, v: GroupView, owner: str) -> dict[str, int]:
         """Each leaf's holding of ``owner``'s pool above (or below, negative) what it may
-        keep; computed once a phase and kept current as slots are marked (``_mark``)."""
+        keep; computed once a phase and kept current as slots are marked (``_mark``).
+        Leaf enforcement reads only the excess of leaves that hold some of the pool
+        (victims), so there the others are left out; parent enforcement sums every
+        leaf's, shortfalls included, per branch."""
         key = (v.name, owner)
         ex = self._excess_cache.get(key)
         if ex is None:
@@ -871,13 +878,17 @@ class Cycle:
             usage = self.s.usage_in[v.name]
             deserved = v.deserved_pool.get(owner, {})
             static = v.static_pool.get(owner, {}) if self.policy.base_quota else None
+            every = self.policy.share_enforcement.value == "parent"
             ex = {}
             for leaf in v.leaves_under.get(owner, ()):  # u.free_of(src) - _protected, inlined
                 u = usage.get(leaf)
+                held = u.pools.get(owner, 0) if u is not None else 0
+                if not held and not every:
+                    continue
                 keep = deserved.get(leaf, 0)
                 if static is not None:
                     keep = max(keep, static.get(leaf, 0))
-                e = (u.pools.get(owner, 0) - u.marked.get(src, 0) if u is not None else 0) - keep
+                e = (held - u.marked.get(src, 0) if held else 0) - keep
                 if e != 0:
                     ex[leaf] = e
             self._excess_cache[key] = ex
