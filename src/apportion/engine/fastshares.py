@@ -147,7 +147,10 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         res += np.bincount(parents, weights=res[nodes], minlength=count)
     give = np.zeros(count)
     full = np.zeros(count, dtype=bool)
-    sole = np.zeros(count, dtype=bool)  # handed all its parent had (the only taker): ties, below
+    # each band's takers (members, their parents, what those had left, who stayed below
+    # the water level; None: all), from which _sole works out, if ties need it, who
+    # was handed everything its parent had
+    takers: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
     give[0] = left0
     weight = sh.weight
     for bands, band_parents in zip(sh.levels, sh.band_parents):
@@ -167,7 +170,17 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
                 if not len(m):
                     continue
             seg, w, cap = parent[m], weight[m], res[m]
-            untouched = left[seg] == give[seg]  # no earlier band took any of it
+            avail = left[seg]
+            # first, as most often, every member below the water level: one pass
+            tw = np.bincount(seg, weights=w, minlength=count)[seg]
+            margin = cap - avail / tw * w
+            if (np.abs(margin) <= tol).any():
+                return None
+            if not (margin < 0).any():
+                give[m] = avail * w / tw
+                left[seg] = 0.0  # a parent with a member below its cap hands out all it has
+                takers.append((m, seg, avail, None))
+                continue
             live = np.ones(len(m), dtype=bool)
             while True:
                 tw = np.bincount(seg[live], weights=w[live], minlength=count)
@@ -188,9 +201,8 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
                 s = seg[live]
                 tw = np.bincount(s, weights=w[live], minlength=count)
                 give[m[live]] = left[s] * w[live] / tw[s]
-                left[s] = 0.0  # a parent with a member below its cap hands out all it has
-                alone_here = np.bincount(seg, minlength=count)[s] == 1
-                sole[m[live]] = alone_here & untouched[live]
+                left[s] = 0.0
+                takers.append((m, seg, avail, live))
     got = give[idx]
     value = base + got
     whole = full[idx] | (need <= base)  # filled to the need: exactly the need
@@ -213,7 +225,8 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         order = np.lexsort((sh.index[idx], -frac))
         if spare < len(order):
             a, b = frac[order[spare - 1]], frac[order[spare]]
-            if a - b <= 2 * tol and not _twins(sh, idx, frac, whole, got, order, spare, tol, full, sole, planned):
+            if a - b <= 2 * tol and not _twins(sh, idx, frac, whole, got, order, spare, tol, full,
+                                               _sole(takers, give, count), planned):
                 chosen = _cut_exactly(sh, tree, idx, need, floor, frac, got, order, spare, tol, full,
                                       planned, size, parent_mode)
                 if chosen is None:
@@ -274,6 +287,18 @@ def _twins(sh: _Shape, idx: np.ndarray, frac: np.ndarray, whole: np.ndarray, got
         if got[k] > 0 and not _same_amount(sh, i, j, full, sole):
             return False
     return True
+
+
+def _sole(takers: list, give: np.ndarray, count: int) -> np.ndarray:
+    """Nodes handed all their parent had: the only taker in their parent's band, and
+    no earlier band of that parent took anything."""
+    sole = np.zeros(count, dtype=bool)
+    for m, seg, avail, live in takers:
+        ok = (np.bincount(seg, minlength=count)[seg] == 1) & (avail == give[seg])
+        if live is not None:
+            ok &= live
+        sole[m[ok]] = True
+    return sole
 
 
 def _same_amount(sh: _Shape, i: int, j: int, full: np.ndarray, sole: np.ndarray) -> bool:
