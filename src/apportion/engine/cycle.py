@@ -551,19 +551,17 @@ class Cycle:
         list is made once per cycle and only pruned after: most leaves of a settled
         pool have their share, and every later look skips them."""
         key = (v.name, quotas is v.static_pool, owner)
-        got = self._shorts.get(key)
-        g = v.name
-        if got is None:
-            got = []
-            usage, src, want = self.s.usage_in[g], pool_source(owner), self.want
-            for leaf, quota in quotas.get(owner, {}).items():  # _pool_room, inlined: every entry
-                if want.get(leaf, 0) <= 0:
-                    continue  # wants nothing more this cycle (want only shrinks): no use to anyone
-                u = usage.get(leaf)
-                if quota > (u.pools.get(owner, 0) + u.incoming.get(src, 0) if u is not None else 0):
-                    got.append(leaf)
-        else:
-            got = [leaf for leaf in got if self._pool_room(leaf, g, v, quotas, owner) > 0]
+        last = self._shorts.get(key)
+        mine = quotas.get(owner, {})
+        pairs = mine.items() if last is None else [(leaf, mine[leaf]) for leaf in last]
+        got = []
+        usage, src, want = self.s.usage_in[v.name], pool_source(owner), self.want
+        for leaf, quota in pairs:  # _pool_room(...) > 0, inlined
+            if want.get(leaf, 0) <= 0:
+                continue  # wants nothing more this cycle (want only shrinks): no use to anyone
+            u = usage.get(leaf)
+            if quota > (u.pools.get(owner, 0) + u.incoming.get(src, 0) if u is not None else 0):
+                got.append(leaf)
         self._shorts[key] = got
         return got
 
