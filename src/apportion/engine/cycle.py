@@ -376,15 +376,16 @@ class Cycle:
     def _give(self, rs: RequestState, g: str, n: int, source: str) -> int:
         """Place up to ``n`` slots of ``rs`` in ``g`` from ``source``; returns slots placed."""
         req: Request = rs.spec
-        inst = min(n, rs.unmet) // req.order
+        unmet = rs.max - rs.held
+        inst = min(n, unmet) // req.order
         if inst <= 0:
-            if n > 0 and rs.unmet >= req.order:
+            if n > 0 and unmet >= req.order:
                 self._note_stuck(req.consumer, g)  # room for less than one instance
             return 0
         placed = 0
         wanted = inst * req.order
         hosts, group = self.s.hosts, self.s.groups[g]
-        owned_hosts = self.s.group_plan(g).owned_hosts
+        owned_hosts = self.views[g].gp.owned_hosts
         if owned_hosts:
             # owned hosts first: the consumer's own for its own slots, the lender's for
             # lent ones, the parent's for its private pool's
@@ -401,12 +402,15 @@ class Cycle:
         return placed
 
     def _place(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+        if not picks:
+            return 0
         req = rs.spec
         placed = 0
+        add, grants = self.s.add, self.d.grants
+        mine = self.granted_now.setdefault(req.id, [])
         for host, slots in picks:
-            a = self.s.add(rs, g, host, slots, source)
-            self.granted_now.setdefault(req.id, []).append(a)
-            self.d.grants.append(Grant(req.id, req.consumer, g, host, slots, source))
+            mine.append(add(rs, g, host, slots, source))
+            grants.append(Grant(req.id, req.consumer, g, host, slots, source))
             placed += slots
         return placed
 
@@ -424,27 +428,26 @@ class Cycle:
         (among ``groups(leaf)`` if given: those a phase knows it can serve at all);
         then its open requests in arrival order, each request's groups in its order,
         until the leaf wants nothing more or no group has room left."""
-        s = self.s
-        views = self.views
+        s, views, want, unmet_in = self.s, self.views, self.want, self.s.unmet_in
+        every = s.group_names
         for leaf in leaves:
-            if self.want.get(leaf, 0) <= 0:
+            if want.get(leaf, 0) <= 0:
                 continue
-            open_groups = {g for g in (s.group_names if groups is None else groups(leaf))
-                           if s.unmet_in[g].get(leaf, 0) > 0 and leaf in views[g].settings
+            open_groups = {g for g in (every if groups is None else groups(leaf))
+                           if unmet_in[g].get(leaf, 0) > 0 and leaf in views[g].settings
                            and room(leaf, g, views[g])}
             if not open_groups:
                 continue
-            for rs in list(s.requests_of.get(leaf, {}).values()):
-                if rs.held >= rs.max:
-                    continue  # nothing unmet
+            # its requests with slots unmet, in arrival order (serving one meets no other)
+            for rs in [rs for rs in s.requests_of.get(leaf, {}).values() if rs.held < rs.max]:
                 for g in rs.groups:
                     if g in open_groups:
                         serve(leaf, rs, g, views[g])
                         if not room(leaf, g, views[g]):
                             open_groups.discard(g)
-                    if self.want.get(leaf, 0) <= 0:
+                    if want.get(leaf, 0) <= 0:
                         break
-                if self.want.get(leaf, 0) <= 0 or not open_groups:
+                if want.get(leaf, 0) <= 0 or not open_groups:
                     break
 
     def _wanting(self, among) -> list[str]:
