@@ -736,8 +736,11 @@ class Cycle:
             # the free slots alone do not: the only ones it can give anything on
             # (with none free a host needs two or more of the victim's slots)
             useful = set()
-            key = (victim_leaf, g, src)
-            for host in have_on.keys() & self.s.with_free | self.s.source_multi.get(key, set()):
+            look = self.s.with_free.intersection(have_on)
+            multi = self.s.source_multi.get((victim_leaf, g, src))
+            if multi:
+                look |= multi
+            for host in look:
                 h = hosts[host]
                 free = h.free
                 if (free + have_on[host]) // order * order > free:
