@@ -228,7 +228,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
             if a - b <= 2 * tol and not _twins(sh, idx, frac, whole, got, order, spare, tol, full,
                                                _sole(takers, give, count), planned):
                 chosen = _cut_exactly(sh, tree, idx, need, floor, frac, got, order, spare, tol, full,
-                                      planned, size, parent_mode)
+                                      planned, size, parent_mode, res, need <= base)
                 if chosen is None:
                     return None
                 order = chosen
@@ -321,7 +321,7 @@ def _same_amount(sh: _Shape, i: int, j: int, full: np.ndarray, sole: np.ndarray)
 def _cut_exactly(sh: _Shape, tree: ShareTree, idx: np.ndarray, need: np.ndarray, floor: np.ndarray,
                  frac: np.ndarray, got: np.ndarray, order: np.ndarray, spare: int, tol: float,
                  full: np.ndarray, planned: Mapping[str, Fraction], size: int,
-                 parent_mode: bool) -> np.ndarray | None:
+                 parent_mode: bool, res_f: np.ndarray, capped: np.ndarray) -> np.ndarray | None:
     """The leaves that get a spare slot, when the fractional parts at the cut are too
     close for the floats: the shares of the few leaves there are worked out in exact
     rationals along their paths, following the fill's decisions (which the margins
@@ -337,47 +337,59 @@ def _cut_exactly(sh: _Shape, tree: ShareTree, idx: np.ndarray, need: np.ndarray,
     picked = np.zeros(len(idx), dtype=bool)
     picked[order[:spare]] = True
     take = int(picked[near].sum())
-    names, parent, count = sh.names, sh.parent, len(sh.names)
-    # exact residual need of every node: leaves' need less their planned part, summed up
-    res: dict[int, Fraction] = {}
-    based = Q(0)
-    for k, i in enumerate(idx.tolist()):
-        n = int(need[k])
-        p = Q(0) if parent_mode else planned.get(names[i], Q(0))
-        b = p if p < n else Q(n)
-        based += b
-        if n > b:
-            res[i] = n - b
-    for i in range(count - 1, 0, -1):  # positions are breadth first: children after parents
-        r = res.get(i)
-        if r:
-            p = int(parent[i])
-            res[p] = res[p] + r if p in res else r
+    names, parent = sh.names, sh.parent
+    zero = Q(0)
+    need_at = dict(zip(idx.tolist(), need.tolist()))
+    # the leftover, exactly: the pool less every leaf's planned part (its need where
+    # that is smaller, which the margins proved)
+    based = Q(int(need[capped].sum())) + sum(
+        (planned.get(n, zero) for n in sh.names_arr[idx[~capped]].tolist()), zero) if not parent_mode else zero
+    memo: dict[int, Fraction] = {}
+
+    def residual(x: int) -> Fraction:
+        """What node ``x``'s subtree still needs after the planned parts, exactly (only
+        the few nodes a close leaf's path meets are ever asked)."""
+        r = memo.get(x)
+        if r is None:
+            kids = tree.children.get(names[x])
+            if not kids:
+                n = int(need_at.get(x, 0))
+                p = zero if parent_mode else planned.get(names[x], zero)
+                r = n - p if n > p else zero
+            else:
+                r = zero
+                for kid in kids:
+                    j = sh.pos.get(kid, -1)
+                    if j >= 0 and res_f[j] > 0:
+                        r += residual(j)
+            memo[x] = r
+        return r
+
     handed: dict[int, Fraction] = {0: Q(size) - based}
 
     def amount(x: int) -> Fraction | None:
         if x in handed:
             return handed[x]
         if full[x]:
-            handed[x] = res[x]
-            return res[x]
+            handed[x] = residual(x)
+            return handed[x]
         y = int(parent[x])
         avail = amount(y)
         if avail is None:
             return None
-        band, w_live, for_full = int(sh.band[x]), 0, Q(0)
+        band, w_live, for_full = int(sh.band[x]), 0, zero
         for b, members in enumerate(tree.bands(names[y])):
             for m in members:
                 j = sh.pos[m]
-                if j < 0 or not res.get(j):
+                if j < 0 or not res_f[j] > 0:
                     continue
                 if b < band:
                     if not full[j]:
                         return None
-                    avail -= res[j]
+                    avail -= residual(j)
                 elif b == band:
                     if full[j]:
-                        for_full += res[j]
+                        for_full += residual(j)
                     else:
                         w_live += tree.ratio[m]
         handed[x] = (avail - for_full) * tree.ratio[names[x]] / w_live
@@ -397,5 +409,6 @@ def _cut_exactly(sh: _Shape, tree: ShareTree, idx: np.ndarray, need: np.ndarray,
             v = Q(0) if parent_mode else planned.get(names[i], Q(0))
         exact_frac.append((v - int(floor[k]), k))
     near_sorted = [k for _, k in sorted(exact_frac, key=lambda fk: (-fk[0], int(sh.index[idx[fk[1]]])))]
-    rest = [k for k in order[:spare].tolist() if k not in set(near.tolist())]
+    close = set(near.tolist())
+    rest = [k for k in order[:spare].tolist() if k not in close]
     return np.array(rest + near_sorted[:take], dtype=np.intp)
