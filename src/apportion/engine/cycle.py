@@ -917,9 +917,8 @@ class Cycle:
         key = (v.name, owner)
         lst = self._victim_heaps.get(key)
         if lst is None:
-            idx = v.gp.index
-            lst = sorted((-e, tuple(-x for x in rank_key(v.settings[leaf], idx[leaf])), leaf)
-                         for leaf, e in ex.items() if e > 0)
+            worst = v.gp.victim_order
+            lst = sorted((-e, worst[leaf], leaf) for leaf, e in ex.items() if e > 0)
             self._victim_heaps[key] = lst
         if no_fit is not None:
             book, g, order = no_fit
@@ -955,9 +954,8 @@ class Cycle:
                     excess[leaf] = min(excess[leaf], node_excess.get(p, 0))
                 if excess[leaf] <= 0:
                     del excess[leaf]
-        idx = v.gp.index
-        return sorted(excess.items(),
-                      key=lambda kv: (-kv[1], tuple(-x for x in rank_key(v.settings[kv[0]], idx[kv[0]]))))
+        worst = v.gp.victim_order
+        return sorted(excess.items(), key=lambda kv: (-kv[1], worst[kv[0]]))
 
     # -- 7. surplus --------------------------------------------------------------
     def _surplus(self) -> None:

@@ -23,7 +23,7 @@ class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
                  "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of",
-                 "owned_hosts", "draws_set")
+                 "owned_hosts", "draws_set", "victim_order")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -80,6 +80,9 @@ class GroupPlan:
         self._lender_order: dict[str, list[str]] = {}
         self.capped_parents = [p for p in self.parents if p != ROOT and self.settings[p].max is not None]
         self.max_of = {p: st.max for p, st in self.settings.items() if st.max is not None}
+        # victims are taken worst rank first, then latest in the plan: the rank key negated
+        self.victim_order = {leaf: tuple(-x for x in rank_key(self.settings[leaf], self.index[leaf]))
+                             for leaf in self.leaves}
         # multidimensional ownership: the hosts each consumer owns here, in plan order;
         # its own work, and what it lends, go to those hosts first
         position = {h.name: i for i, h in enumerate(plan.hosts)}
