@@ -438,8 +438,9 @@ class Cycle:
                            and room(leaf, g, views[g])}
             if not open_groups:
                 continue
-            # its requests with slots unmet, in arrival order (serving one meets no other)
-            for rs in [rs for rs in s.requests_of.get(leaf, {}).values() if rs.held < rs.max]:
+            for rs in list(s.requests_of.get(leaf, {}).values()):  # in arrival order
+                if rs.held >= rs.max:
+                    continue  # nothing unmet
                 for g in rs.groups:
                     if g in open_groups:
                         serve(leaf, rs, g, views[g])
