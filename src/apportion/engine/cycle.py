@@ -885,8 +885,12 @@ class Cycle:
             static = v.static_pool.get(owner, {}) if self.policy.base_quota else None
             every = self.policy.share_enforcement.value == "parent"
             ex = {}
-            for leaf in v.leaves_under.get(owner, ()):  # u.free_of(src) - _protected, inlined
-                u = usage.get(leaf)
+            if owner == ROOT and not every:
+                # the public pool lies above every leaf: only those with books here can hold some
+                pairs = usage.items()
+            else:
+                pairs = ((leaf, usage.get(leaf)) for leaf in v.leaves_under.get(owner, ()))
+            for leaf, u in pairs:  # u.free_of(src) - _protected, inlined
                 held = u.pools.get(owner, 0) if u is not None else 0
                 if not held and not every:
                     continue
