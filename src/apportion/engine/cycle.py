@@ -576,22 +576,20 @@ class Cycle:
         pools with idle slots and groups where the leaf's requests can still run.
         Within a pool phase a leaf's room and a pool's idle slots only shrink, so the
         phase need never look at any other pool."""
-        found: dict[str, dict[str, set[str]]] = {}
+        found: dict[str, dict[str, list[str]]] = {}
         want = self.want
         for g, v in self.views.items():
             q = quotas(v)
             unmet = self.s.unmet_in[g]
+            # pools were divided nearest first (the view's pool order), so they come
+            # here in the order every leaf below draws from them
             for owner in q:
                 if idle_only and self._pool_idle(g, v, owner) <= 0:
                     continue
                 for leaf in self._short(v, q, owner):
                     if want.get(leaf, 0) > 0 and (not idle_only or unmet.get(leaf, 0) > 0):
-                        found.setdefault(leaf, {}).setdefault(g, set()).add(owner)
-        out: dict[str, dict[str, list[str]]] = {}
-        for leaf, by_group in found.items():
-            out[leaf] = {g: [o for o in self.views[g].gp.draws_from[leaf] if o in owners]
-                         for g, owners in by_group.items()}
-        return out
+                        found.setdefault(leaf, {}).setdefault(g, []).append(owner)
+        return found
 
     def _quota_passes(self) -> Iterator[Callable[[GroupView], dict[str, dict[str, int]]]]:
         """base_quota (seed 003): the static quota in every group first, then the
