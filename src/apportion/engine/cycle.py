@@ -136,9 +136,12 @@ class Cycle:
 
     def _cancel_unneeded(self) -> None:
         """A beneficiary that no longer wants what is being reclaimed for it (it was
-        released, or it lowered its max) lets the holder keep the slots."""
+        released, or it lowered its max) lets the holder keep the slots. Only
+        beneficiaries whose unmet slots or pending reclaims changed since the last
+        cycle can have too many (ClusterState.reclaim_dirty)."""
         s = self.s
-        for leaf in sorted(s.reclaim_for):
+        dirty, s.reclaim_dirty = s.reclaim_dirty, set()
+        for leaf in sorted(dirty.intersection(s.reclaim_for)):
             if leaf not in s.consumers:
                 continue  # for a pool that shrank ("pool:/P"): kept until the pool fits again
             marked = list(s.reclaim_for[leaf].values())

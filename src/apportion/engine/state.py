@@ -157,6 +157,9 @@ class ClusterState:
         self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
         self.unmet_in: dict[str, dict[str, int]] = {g: {} for g in self.group_names}  # group -> leaf -> unmet slots of requests usable there
         self.incoming: dict[str, int] = {}  # leaf -> slots being reclaimed for it, all groups
+        # beneficiaries whose unmet slots or pending reclaims changed since the last
+        # cycle looked (Cycle._cancel_unneeded): only their reclaims can have become too many
+        self.reclaim_dirty: set[str] = set()
         # group -> leaves whose usage or unmet slots there changed since the group's
         # last view: a cycle looks again at these only (Cycle._view)
         self.touched: dict[str, set[str]] = {g: set() for g in self.group_names}
@@ -275,6 +278,7 @@ class ClusterState:
         what its holder has marked, per source."""
         assert a.reclaim is not None
         beneficiary = a.reclaim.beneficiary
+        self.reclaim_dirty.add(beneficiary)
         mine = self.reclaim_for.setdefault(beneficiary, {})
         if d > 0:
             mine[a.id] = a
@@ -312,6 +316,7 @@ class ClusterState:
             return
         leaf = rs.spec.consumer
         self.unmet[leaf] = self.unmet.get(leaf, 0) + delta
+        self.reclaim_dirty.add(leaf)
         unmet_in, touched = self.unmet_in, self.touched
         for g in rs.groups:
             here = unmet_in[g]
