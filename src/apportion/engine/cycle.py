@@ -696,8 +696,17 @@ class Cycle:
                 if rs.unmet <= 0 or self.want.get(leaf, 0) <= 0:
                     break
 
-        leaves = sorted((x for x, n in self.want.items() if n > 0), key=borrower_key)
-        self._serve(leaves, room, serve)
+        # only leaves with an open lender they may borrow from, in a group where they
+        # can use slots: lenders only close within the phase, so no other leaf can get any
+        can: dict[str, list[str]] = {}
+        for g, v in self.views.items():
+            unmet = self.s.unmet_in[g]
+            here = {b for x in open_lenders[g] for b in v.gp.borrowers_of(x)}
+            for leaf in here:
+                if self.want.get(leaf, 0) > 0 and unmet.get(leaf, 0) > 0:
+                    can.setdefault(leaf, []).append(g)
+        leaves = sorted(can, key=borrower_key)
+        self._serve(leaves, room, serve, lambda leaf: can[leaf])
 
     # -- 5. the owner takes its lent slots back --------------------------------
     def _mark(self, victim_leaf: str, g: str, src: str, n: int, beneficiary: str, grace: float,

@@ -23,7 +23,7 @@ class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
                  "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of",
-                 "owned_hosts", "draws_set", "victim_order")
+                 "owned_hosts", "draws_set", "victim_order", "_borrowers")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -78,6 +78,7 @@ class GroupPlan:
                 (p, self.settings[p].max) for p in (leaf,) + ancestors[leaf]
                 if p in self.settings and self.settings[p].max is not None)
         self._lender_order: dict[str, list[str]] = {}
+        self._borrowers: dict[str, list[str]] = {}
         self.capped_parents = [p for p in self.parents if p != ROOT and self.settings[p].max is not None]
         self.max_of = {p: st.max for p, st in self.settings.items() if st.max is not None}
         # victims are taken worst rank first, then latest in the plan: the rank key negated
@@ -112,6 +113,13 @@ class GroupPlan:
             if p in theirs:
                 return depth
         return len(mine)
+
+    def borrowers_of(self, lender: str) -> list[str]:
+        """The leaves that may borrow from ``lender`` (worked out once per plan)."""
+        got = self._borrowers.get(lender)
+        if got is None:
+            got = self._borrowers[lender] = [b for b in self.leaves if self.may_borrow(b, lender)]
+        return got
 
     def lender_order(self, borrower: str) -> list[str]:
         """The lenders ``borrower`` may borrow from, in the order it tries them:
