@@ -151,6 +151,30 @@ def test_owner_reclaims_lent_slots_worst_rank_first_after_grace():
     assert s.holds("/A", "/B", "/C") == [8, 4, 0]
 
 
+def test_a_lender_at_its_max_does_not_take_back_what_it_could_not_use():
+    # A owns 12 but may hold 8: 4 of its owned slots stay idle and are lent to B. A
+    # wanting more must not reclaim them: with grace 0 they would go back and forth
+    # for ever at one instant (as at 100k hosts in the benchmark)
+    plan = make_plan({"/A": {"owned": 12, "lend": True, "max": 8}, "/B": {}}, hosts=2)
+    s = Sim(plan).req("a", "/A", 8).settle()
+    s.req("b", "/B", 4).settle()
+    assert s.holds("/A", "/B") == [8, 4] and s.line("/B").borrowed == 4
+    s.req("a2", "/A", 10).settle()
+    assert s.holds("/A", "/B") == [8, 4] and s.reclaims() == []
+
+
+def test_a_lender_below_its_max_takes_back_only_the_room_it_has():
+    # A (borrow-only for pools: ratio 0) owns 8, may hold 6 and holds 4; its 4 idle
+    # owned slots are lent to B. Wanting 10 more, it takes back 2: what its max allows
+    plan = make_plan({"/A": {"owned": 8, "lend": True, "max": 6, "share_ratio": 0}, "/B": {}}, hosts=2)
+    s = Sim(plan).req("a", "/A", 4).settle()
+    s.req("b", "/B", 8).settle()
+    assert s.holds("/A", "/B") == [4, 8] and s.line("/B").borrowed == 4
+    s.req("a2", "/A", 10).settle()
+    assert [(r.consumer, r.slots, r.reason) for r in s.reclaims()] == [("/B", 2, "owner reclaims lent slots")]
+    assert s.holds("/A", "/B") == [6, 6]
+
+
 def test_reclaim_before_borrow_takes_own_lent_slots_first():
     base = {"/A": {"owned": 6, "lend": True}, "/B": {}, "/L": {"owned": 6, "lend": True}}
     for switch, expect in ((False, {"/L": 6}), (True, {})):

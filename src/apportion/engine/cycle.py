@@ -43,6 +43,8 @@ from apportion.engine.state import (
 
 __all__ = ["Cycle", "GroupView", "rank_key"]
 
+INF = float("inf")
+
 
 class GroupView:
     """One group in one cycle: the plan-static part plus what depends on the moment."""
@@ -375,6 +377,17 @@ class Cycle:
             for p, mx in chain:
                 room = min(room, mx - st.get(p, 0))
         return room
+
+    def _max_room(self, leaf: str, g: str, v: GroupView) -> int | float:
+        """What the leaf may still come to hold under the max of it and its ancestors,
+        counting what is already being reclaimed for it (unbounded without a max)."""
+        chain = v.gp.max_chain[leaf]
+        if not chain:
+            return INF
+        st = self.s.subtree_held[g]
+        u = self.s.usage_in[g].get(leaf)
+        coming = u.incoming_total if u is not None and u.incoming else 0
+        return min(mx - st.get(p, 0) for p, mx in chain) - coming
 
     def _give(self, rs: RequestState, g: str, n: int, source: str) -> int:
         """Place up to ``n`` slots of ``rs`` in ``g`` from ``source``; returns slots placed."""
@@ -790,8 +803,10 @@ class Cycle:
 
     def _reclaim_lent(self) -> None:
         def room(leaf: str, g: str, v: GroupView) -> bool:
+            # a lender at its max could not use what it took back: lent slots it
+            # reclaimed would only go idle and be lent out again, for ever
             u = self.s.usage.get((leaf, g))
-            return bool(u and u.lent) and not self.s.is_futile(leaf, g)
+            return bool(u and u.lent) and not self.s.is_futile(leaf, g) and self._max_room(leaf, g, v) > 0
 
         def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
             # every other means first (seed 002): idle share-pool slots, beyond its share
@@ -814,7 +829,7 @@ class Cycle:
         src = lent_source(leaf)
         victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
         for b in victims:
-            n = min(self.want.get(leaf, 0), rs.unmet)
+            n = min(self.want.get(leaf, 0), rs.unmet, self._max_room(leaf, g, v))
             n -= n % rs.spec.order  # whole instances only
             if n <= 0:
                 break
