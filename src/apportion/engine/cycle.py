@@ -607,6 +607,20 @@ class Cycle:
                         found.setdefault(leaf, {}).setdefault(g, []).append(owner)
         return found
 
+    def _room_in(self, leaf: str, g: str, v: GroupView, quotas: dict[str, dict[str, int]],
+                 owners: Iterable[str], idle_only: bool) -> bool:
+        """Whether ``leaf`` is still below its quota in one of ``owners``' pools (with
+        ``idle_only``: one that also has idle slots). _pool_room and _pool_idle,
+        inlined: the pool phases ask this for every leaf and group they consider."""
+        u, used = self.s.usage_in[g].get(leaf), self.s.pool_used[g]
+        for o in owners:
+            if idle_only and v.pool_size.get(o, 0) <= used.get(o, 0):
+                continue
+            have = u.pools.get(o, 0) + u.incoming.get("pool:" + o, 0) if u is not None else 0
+            if quotas.get(o, {}).get(leaf, 0) > have:
+                return True
+        return False
+
     def _quota_passes(self) -> Iterator[Callable[[GroupView], dict[str, dict[str, int]]]]:
         """base_quota (seed 003): the static quota in every group first, then the
         dynamic one; without it, the dynamic quota alone."""
@@ -628,17 +642,8 @@ class Cycle:
             if not short_in:
                 continue
 
-            usage_in, pool_used = self.s.usage_in, self.s.pool_used
-
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
-                # _pool_idle(...) > 0 and _pool_room(...) > 0 for one of the leaf's pools, inlined
-                q, used, u = quotas(v), pool_used[g], usage_in[g].get(leaf)
-                for o in short_in[leaf].get(g, ()):
-                    if v.pool_size.get(o, 0) > used.get(o, 0):
-                        have = u.pools.get(o, 0) + u.incoming.get("pool:" + o, 0) if u is not None else 0
-                        if q.get(o, {}).get(leaf, 0) > have:
-                            return True
-                return False
+                return self._room_in(leaf, g, v, quotas(v), short_in[leaf].get(g, ()), idle_only=True)
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
@@ -849,17 +854,10 @@ class Cycle:
 
             short_in = self._short_pools(quotas, idle_only=False)
 
-            usage_in = self.s.usage_in
-
             def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
                 if self._headroom(leaf, g, v) <= 0 or self.s.is_futile(leaf, g):
                     return False
-                q, u = quotas(v), usage_in[g].get(leaf)
-                for o in short_in[leaf].get(g, ()):  # _pool_room(...) > 0, inlined
-                    have = u.pools.get(o, 0) + u.incoming.get("pool:" + o, 0) if u is not None else 0
-                    if q.get(o, {}).get(leaf, 0) > have:
-                        return True
-                return False
+                return self._room_in(leaf, g, v, quotas(v), short_in[leaf].get(g, ()), idle_only=False)
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
