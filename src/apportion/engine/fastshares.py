@@ -151,6 +151,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
     # the water level; None: all), from which _sole works out, if ties need it, who
     # was handed everything its parent had
     takers: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
+    any_full = False  # no node filled to its need yet: nobody sits under a full parent
     give[0] = left0
     weight = sh.weight
     for bands, band_parents in zip(sh.levels, sh.band_parents):
@@ -160,23 +161,26 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
             if not len(m):
                 continue
             # a parent filled to its need hands each child exactly its own: no level to find
-            under_full = full[parent[m]]
-            if under_full.any():
-                f = m[under_full]
-                give[f] = res[f]
-                full[f] = True
-                left -= np.bincount(parent[f], weights=res[f], minlength=count)
-                m = m[~under_full]
-                if not len(m):
-                    continue
+            if any_full:
+                under_full = full[parent[m]]
+                if under_full.any():
+                    f = m[under_full]
+                    give[f] = res[f]
+                    full[f] = True
+                    left -= np.bincount(parent[f], weights=res[f], minlength=count)
+                    m = m[~under_full]
+                    if not len(m):
+                        continue
             seg, w, cap = parent[m], weight[m], res[m]
             avail = left[seg]
-            # first, as most often, every member below the water level: one pass
+            # first, as most often, every member clearly below the water level: one pass
             tw = np.bincount(seg, weights=w, minlength=count)[seg]
             margin = cap - avail / tw * w
-            if (np.abs(margin) <= tol).any():
-                return None
-            if not (margin < 0).any():
+            if (margin <= tol).any():  # someone at or near its cap: the general loop decides
+                if (np.abs(margin) <= tol).any():
+                    return None
+                any_full = True
+            else:
                 give[m] = avail * w / tw
                 left[seg] = 0.0  # a parent with a member below its cap hands out all it has
                 takers.append((m, seg, avail, None))
