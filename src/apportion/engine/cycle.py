@@ -559,7 +559,7 @@ class Cycle:
     def _pool_room(self, leaf: str, g: str, v: GroupView, quotas: dict[str, dict[str, int]],
                    owner: str) -> int:
         u = self.s.usage_in[g].get(leaf)
-        have = (u.pools.get(owner, 0) + u.incoming.get("pool:" + owner, 0)) if u else 0
+        have = (u.pools.get(owner, 0) + (u.incoming.get("pool:" + owner, 0) if u.incoming else 0)) if u else 0
         return quotas.get(owner, {}).get(leaf, 0) - have
 
     def _short(self, v: GroupView, quotas: dict[str, dict[str, int]], owner: str) -> list[str]:
@@ -580,7 +580,8 @@ class Cycle:
             if want.get(leaf, 0) <= 0:
                 continue  # wants nothing more this cycle (want only shrinks): no use to anyone
             u = usage.get(leaf)
-            if quota > (u.pools.get(owner, 0) + u.incoming.get(src, 0) if u is not None else 0):
+            if quota > (u.pools.get(owner, 0) + (u.incoming.get(src, 0) if u.incoming else 0)
+                        if u is not None else 0):
                 got.append(leaf)
         self._shorts[key] = got
         return got
@@ -616,7 +617,7 @@ class Cycle:
         for o in owners:
             if idle_only and v.pool_size.get(o, 0) <= used.get(o, 0):
                 continue
-            have = u.pools.get(o, 0) + u.incoming.get("pool:" + o, 0) if u is not None else 0
+            have = u.pools.get(o, 0) + (u.incoming.get("pool:" + o, 0) if u.incoming else 0) if u is not None else 0
             if quotas.get(o, {}).get(leaf, 0) > have:
                 return True
         return False
@@ -920,7 +921,7 @@ class Cycle:
                 keep = deserved.get(leaf, 0)
                 if static is not None:
                     keep = max(keep, static.get(leaf, 0))
-                e = (held - u.marked.get(src, 0) if held else 0) - keep
+                e = (held - (u.marked.get(src, 0) if u.marked else 0) if held else 0) - keep
                 if e != 0:
                     ex[leaf] = e
             self._excess_cache[key] = ex
