@@ -274,7 +274,7 @@ class Cycle:
         s = self.s
         for leaf in sorted(s.lending.get(v.name, ()), key=v.gp.index.__getitem__):
             # first, so that the borrowers below see the result
-            self._lent_within_limit(v, leaf, s.usage[(leaf, v.name)])
+            self._lent_within_limit(v, leaf, s.usage_in[v.name][leaf])
         if leaves is not v.gp.leaves and s.touched[v.name]:
             leaves = self._leaves_in_order(v.gp, s.touched[v.name].union(leaves))  # borrowers just retagged
         usage, draws = s.usage_in[v.name], v.gp.draws_set
@@ -340,11 +340,11 @@ class Cycle:
             if held <= mx:
                 continue
             leaves = v.leaves_under.get(p) or [p]
-            marked = sum(sum(self.s.usage[(x, v.name)].marked.values()) for x in leaves
-                         if (x, v.name) in self.s.usage)
+            books = self.s.usage_in[v.name]
+            marked = sum(sum(books[x].marked.values()) for x in leaves if x in books)
             over = held - marked - mx
             for x in sorted(leaves, key=lambda x: -v.gp.index[x]):
-                u = self.s.usage.get((x, v.name))
+                u = self.s.usage_in[v.name].get(x)
                 if u is None or over <= 0:
                     continue
                 sources = [pool_source(o) for o in u.pools] + [lent_source(o) for o in u.borrowed] + [OWN]
@@ -503,7 +503,7 @@ class Cycle:
 
     # -- 2. own idle slots ---------------------------------------------------
     def _own_idle(self, leaf: str, g: str, v: GroupView) -> int:
-        u = self.s.usage.get((leaf, g))
+        u = self.s.usage_in[g].get(leaf)
         owned = v.owned.get(leaf, 0)
         return owned - (u.own + u.lent_total if u else 0)
 
@@ -512,7 +512,7 @@ class Cycle:
         takes its lent slots back there before it uses idle owned slots elsewhere."""
         if not self.policy.reclaim_for_preference or v.settings[leaf].preference is None:
             return False
-        u = self.s.usage.get((leaf, g))
+        u = self.s.usage_in[g].get(leaf)
         return bool(u and u.lent) and not self.s.is_futile(leaf, g)
 
     def _serve_own(self) -> None:
@@ -542,7 +542,7 @@ class Cycle:
             if blocked <= 0:
                 continue
             for victim in sorted(v.leaves_under.get(p, ()), key=lambda x: -self.s.consumers[x].index):
-                vu = self.s.usage.get((victim, g))
+                vu = self.s.usage_in[g].get(victim)
                 if vu is None:
                     continue
                 for src in [pool_source(o) for o in vu.pools] + [lent_source(x) for x in vu.borrowed]:
@@ -660,7 +660,7 @@ class Cycle:
 
     # -- 4. borrowing ----------------------------------------------------------
     def _lendable(self, lender: str, g: str, v: GroupView) -> int:
-        u = self.s.usage.get((lender, g))
+        u = self.s.usage_in[g].get(lender)
         own, lent = (u.own, u.lent_total) if u else (0, 0)
         owned = v.owned.get(lender, 0)
         limit = v.settings[lender].lend_limit
@@ -695,7 +695,7 @@ class Cycle:
             if not st.borrow or not open_lenders[g]:
                 return False
             if st.borrow_limit is not None:
-                u = self.s.usage.get((leaf, g))
+                u = self.s.usage_in[g].get(leaf)
                 if u is not None and u.borrowed_total >= st.borrow_limit:
                     return False
             return True
@@ -811,7 +811,7 @@ class Cycle:
         def room(leaf: str, g: str, v: GroupView) -> bool:
             # a lender at its max could not use what it took back: lent slots it
             # reclaimed would only go idle and be lent out again, for ever
-            u = self.s.usage.get((leaf, g))
+            u = self.s.usage_in[g].get(leaf)
             return bool(u and u.lent) and not self.s.is_futile(leaf, g) and self._max_room(leaf, g, v) > 0
 
         def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
@@ -824,7 +824,7 @@ class Cycle:
             self._take_back_lent(leaf, rs, g, v)
 
         lending = {leaf for g, v in self.views.items() for leaf in v.gp.lenders
-                   if (leaf, g) in self.s.usage and self.s.usage[(leaf, g)].lent}
+                   if leaf in self.s.usage_in[g] and self.s.usage_in[g][leaf].lent}
         self._serve(self._wanting(lending), room, serve)
 
     def _take_back_lent(self, leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
@@ -1062,8 +1062,9 @@ class Cycle:
                 if used <= size:
                     continue
                 src = pool_source(owner)
-                marked = sum(self.s.usage[(leaf, g)].marked.get(src, 0) for leaf in v.leaves_under.get(owner, ())
-                             if (leaf, g) in self.s.usage)
+                books = self.s.usage_in[g]
+                marked = sum(books[leaf].marked.get(src, 0) for leaf in v.leaves_under.get(owner, ())
+                             if leaf in books)
                 over = used - marked - size
                 if over <= 0:
                     continue

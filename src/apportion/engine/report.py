@@ -68,7 +68,7 @@ def build_report(state: ClusterState, views: dict) -> Report:
             if parts:
                 gl.owned_hosts = sorted(h for h, n in parts.items() if n >= state.hosts[h].host.slots)
             for leaf in leaves:
-                u = state.usage.get((leaf, g))
+                u = state.usage_in[g].get(leaf)
                 if v is not None:
                     gl.deserved += v.deserved.get(leaf, 0)
                     gl.demand += v.demand.get(leaf, 0)

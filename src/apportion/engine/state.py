@@ -149,8 +149,7 @@ class ClusterState:
         self.with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot
         # beneficiary -> allocations being reclaimed for it
         self.reclaim_for: dict[str, dict[int, Allocation]] = {}
-        self.usage: dict[tuple[str, str], Usage] = {}
-        self.usage_in: dict[str, dict[str, Usage]] = {g: {} for g in self.group_names}  # the same, by group
+        self.usage_in: dict[str, dict[str, Usage]] = {g: {} for g in self.group_names}  # group -> leaf -> books
         self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         # group -> consumer with a max -> slots held in its subtree there
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
@@ -209,17 +208,22 @@ class ClusterState:
         return gp
 
     # -- counters -----------------------------------------------------------
+    @property
+    def usage(self) -> dict[tuple[str, str], Usage]:
+        """Every leaf's books by (leaf, group): a view made on request, for reports and
+        checks; the engine reads ``usage_in`` (group -> leaf), the one store."""
+        return {(leaf, g): u for g, here in self.usage_in.items() for leaf, u in here.items()}
+
     def use(self, leaf: str, group: str) -> Usage:
-        u = self.usage.get((leaf, group))
+        here = self.usage_in[group]
+        u = here.get(leaf)
         if u is None:
-            u = self.usage[(leaf, group)] = self.usage_in[group][leaf] = Usage()
+            u = here[leaf] = Usage()
         return u
 
     def _count(self, a: Allocation, sign: int) -> None:
         d = sign * a.slots
-        u = self.usage.get((a.consumer, a.group))
-        if u is None:
-            u = self.usage[(a.consumer, a.group)] = self.usage_in[a.group][a.consumer] = Usage()
+        u = self.use(a.consumer, a.group)
         src = a.source
         self.touched[a.group].add(a.consumer)
         if src == OWN:
@@ -287,7 +291,7 @@ class ClusterState:
             if not mine:
                 del self.reclaim_for[beneficiary]
         if u is None:
-            u = self.usage[(a.consumer, a.group)]
+            u = self.usage_in[a.group][a.consumer]
         src = a.source
         u.marked[src] = u.marked.get(src, 0) + d
         touched = self.touched[a.group]
@@ -402,10 +406,10 @@ class ClusterState:
             h.exclusive_for = spec.id
         if source[0] == "p":  # a share pool's: the common case, counted here
             self.touched[group].add(leaf)
-            key = (leaf, group)
-            u = self.usage.get(key)
+            here = self.usage_in[group]
+            u = here.get(leaf)
             if u is None:
-                u = self.usage[key] = self.usage_in[group][leaf] = Usage()
+                u = here[leaf] = Usage()
             who = source[5:]
             pools = u.pools
             pools[who] = pools.get(who, 0) + slots
