@@ -369,25 +369,27 @@ class Cycle:
         return n
 
     # -- helpers -------------------------------------------------------------
-    def _headroom(self, leaf: str, g: str, v: GroupView) -> int:
-        room = self.want.get(leaf, 0)
-        chain = v.gp.max_chain[leaf]
-        if chain:
-            st = self.s.subtree_held[g]
-            for p, mx in chain:
-                room = min(room, mx - st.get(p, 0))
-        return room
-
-    def _max_room(self, leaf: str, g: str, v: GroupView) -> int | float:
-        """What the leaf may still come to hold under the max of it and its ancestors,
-        counting what is already being reclaimed for it (unbounded without a max)."""
+    def _below_max(self, leaf: str, g: str, v: GroupView) -> int | float:
+        """How many more slots the leaf may hold under the max of it and its ancestors
+        (unbounded without one)."""
         chain = v.gp.max_chain[leaf]
         if not chain:
             return INF
         st = self.s.subtree_held[g]
-        u = self.s.usage_in[g].get(leaf)
-        coming = u.incoming_total if u is not None and u.incoming else 0
-        return min(mx - st.get(p, 0) for p, mx in chain) - coming
+        return min(mx - st.get(p, 0) for p, mx in chain)
+
+    def _headroom(self, leaf: str, g: str, v: GroupView) -> int:
+        """What the leaf still wants, as far as a max lets it grow."""
+        return min(self.want.get(leaf, 0), self._below_max(leaf, g, v))
+
+    def _max_room(self, leaf: str, g: str, v: GroupView) -> int | float:
+        """Room under the max, counting what is already being reclaimed for the leaf."""
+        room = self._below_max(leaf, g, v)
+        if room != INF:
+            u = self.s.usage_in[g].get(leaf)
+            if u is not None and u.incoming:
+                room -= u.incoming_total
+        return room
 
     def _give(self, rs: RequestState, g: str, n: int, source: str) -> int:
         """Place up to ``n`` slots of ``rs`` in ``g`` from ``source``; returns slots placed."""
@@ -484,7 +486,7 @@ class Cycle:
         idle_in: dict[str, dict[str, list[str]]] = {}
         for g, v in self.views.items():
             unmet = self.s.unmet_in[g]
-            for owner in v.pool_size:
+            for owner in v.gp.pool_order:  # nearest first: each leaf's pools come in its order
                 if self._pool_idle(g, v, owner) <= 0:
                     continue
                 under = v.leaves_under.get(owner, ())
@@ -494,11 +496,6 @@ class Cycle:
                     idle_in.setdefault(leaf, {}).setdefault(g, []).append(owner)
                 if hungry and not self._pool_has_deficit(v, owner):
                     out.update(hungry)
-        for leaf, by_group in idle_in.items():
-            for g, owners in by_group.items():
-                if len(owners) > 1:
-                    draws = self.views[g].gp.draws_from[leaf]
-                    owners.sort(key=draws.index)
         return out, idle_in
 
     # -- 2. own idle slots ---------------------------------------------------
@@ -870,11 +867,10 @@ class Cycle:
                     src = pool_source(owner)
                     order = rs.spec.order
                     plain = rs.spec.requirement is None
+                    # victims that cannot free an instance that large are passed over
                     no_fit = (self._no_fit, g, order) if plain else None
                     for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
                         key = (victim, g, src)
-                        if plain and self._no_fit.get(key, UNSET) <= order:
-                            continue  # no host of this victim frees an instance that large
                         got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
                                          "share-pool reclaim for fairness", rs.spec)
                         if got == 0 and plain:
@@ -930,18 +926,25 @@ class Cycle:
     def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool,
                  no_fit: tuple[dict, str, int] | None = None) -> Iterator[tuple[str, int]]:
         """Leaves to reclaim ``owner``'s pool slots from, the most over-share first
-        (ties: worse rank, then later in the plan), each with what it may give."""
+        (ties: worse rank, then later in the plan), each with what it may give.
+        ``no_fit`` = (the phase's no-fit book, group, instance size): victims known
+        not to free an instance that large are passed over (the book is read as the
+        walk goes, so a victim found wanting just now is skipped for the rest)."""
         if not parent_mode:
             return self._victims_leaf_mode(v, owner, beneficiary, no_fit)
-        return iter(self._victims_parent_mode(v, owner, beneficiary))
+        ranked = self._victims_parent_mode(v, owner, beneficiary)
+        if no_fit is None:
+            return iter(ranked)
+        book, g, order = no_fit
+        src = pool_source(owner)
+        return ((leaf, e) for leaf, e in ranked if book.get((leaf, g, src), UNSET) > order)
 
     def _victims_leaf_mode(self, v: GroupView, owner: str, beneficiary: str,
                            no_fit: tuple[dict, str, int] | None = None) -> Iterator[tuple[str, int]]:
         """One list per pool for the whole phase, sorted by (most excess, worst rank,
         plan order) and corrected lazily: marks only lower the excess of a victim just
         yielded, which is moved back when it is next met, so no run re-sorts every leaf.
-        ``no_fit`` = (the phase's no-fit book, group, least instance size): victims that
-        cannot free one that large are passed over here rather than by the caller."""
+        ``no_fit``: as for ``_victims``."""
         ex = self._excess(v, owner)
         key = (v.name, owner)
         lst = self._victim_heaps.get(key)
