@@ -131,10 +131,6 @@ def check_invariants(e: Engine) -> None:
             free_at.setdefault(h.free, set()).add(name)
     assert s.free_at == free_at, "free_at out of step"
     assert s.with_free == set().union(*free_at.values()), "with_free out of step"
-    for leaf, mine in s.requests_of.items():
-        unmet = {rid for rid, rs in mine.items() if rs.max > rs.held}
-        assert set(s.unmet_of.get(leaf, {})) == unmet, f"{leaf}: unmet_of out of step"
-    assert not set().union(*s.unmet_of.values()) - set(s.requests), "unmet_of keeps a closed request"
     for (leaf, g), u in s.usage.items():
         st_ = s.consumers[leaf].groups[g]
         if st_.max is not None:

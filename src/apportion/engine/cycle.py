@@ -456,9 +456,9 @@ class Cycle:
                            and room(leaf, g, views[g])}
             if not open_groups:
                 continue
-            for rs in s.unmet_requests(leaf):  # in arrival order
+            for rs in list(s.requests_of.get(leaf, {}).values()):  # in arrival order
                 if rs.held >= rs.max:
-                    continue  # met by now
+                    continue  # nothing unmet
                 for g in rs.groups:
                     if g in open_groups:
                         serve(leaf, rs, g, views[g])
@@ -1039,7 +1039,7 @@ class Cycle:
         for leaf in candidates:
             n = self.want.get(leaf, 0)
             if n > 0:
-                open_ = [rs.seq for rs in self.s.unmet_requests(leaf)]
+                open_ = [rs.seq for rs in self.s.requests_of.get(leaf, {}).values() if rs.max > rs.held]
                 if open_:
                     first_seq[leaf] = min(open_)
         leaves = sorted(first_seq, key=lambda p: (first_seq[p], self.s.consumers[p].index))

@@ -107,11 +107,10 @@ class Usage:
 
 
 class RequestState:
-    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "arrival")
+    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq")
 
-    def __init__(self, spec: Request, groups: tuple[str, ...], arrival: int = 0) -> None:
+    def __init__(self, spec: Request, groups: tuple[str, ...]) -> None:
         self.spec = spec
-        self.arrival = arrival  # the order the state took it in (seq is the caller's)
         self.held = 0
         self.allocs: dict[int, Allocation] = {}
         self.groups = groups
@@ -122,10 +121,6 @@ class RequestState:
     @property
     def unmet(self) -> int:
         return max(0, self.max - self.held)
-
-
-def _arrival(rs: RequestState) -> int:
-    return rs.arrival
 
 
 class ClusterState:
@@ -142,10 +137,6 @@ class ClusterState:
         }
         self.requests: dict[str, RequestState] = {}
         self.requests_of: dict[str, dict[str, RequestState]] = {}  # leaf -> its open requests, in arrival order
-        # leaf -> its requests with unmet slots (the only ones a phase can serve; most
-        # of a busy leaf's requests hold all they asked for), in no particular order
-        self.unmet_of: dict[str, dict[str, RequestState]] = {}
-        self._arrivals = 0
         self.allocs: dict[int, Allocation] = {}
         self.by_host: dict[str, dict[int, Allocation]] = {n: {} for n in self.hosts}
         # (leaf, group, source) -> its allocations NOT marked for reclaim, in the order
@@ -341,23 +332,6 @@ class ClusterState:
             here = unmet_in[g]
             here[leaf] = here.get(leaf, 0) + delta
             touched[g].add(leaf)
-        # a request's unmet slots start or stop only when they move
-        mine = self.unmet_of.get(leaf)
-        if rs.max > rs.held:
-            if mine is None:
-                mine = self.unmet_of[leaf] = {}
-            mine[rs.spec.id] = rs
-        elif mine is not None:
-            mine.pop(rs.spec.id, None)
-
-    def unmet_requests(self, leaf: str) -> list[RequestState]:
-        """The leaf's requests with unmet slots, in arrival order."""
-        mine = self.unmet_of.get(leaf)
-        if not mine:
-            return []
-        if len(mine) == 1:
-            return list(mine.values())
-        return sorted(mine.values(), key=_arrival)
 
     def _held_by(self, rs: RequestState, delta: int) -> None:
         """``rs`` holds ``delta`` more slots: its unmet slots, and the leaf's, follow."""
@@ -381,8 +355,7 @@ class ClusterState:
         if req.consumer not in self.consumers or not self.consumers[req.consumer].is_leaf:
             raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
         self.touch()
-        self._arrivals += 1
-        rs = RequestState(req, self.groups_of(req), self._arrivals)
+        rs = RequestState(req, self.groups_of(req))
         self.requests[req.id] = rs
         self.requests_of.setdefault(req.consumer, {})[req.id] = rs
         self._unmet_delta(rs, rs.unmet)
@@ -415,7 +388,6 @@ class ClusterState:
         self._unmet_delta(rs, -rs.unmet)
         del self.requests[rid]
         del self.requests_of[rs.spec.consumer][rid]
-        self.unmet_of.get(rs.spec.consumer, {}).pop(rid, None)
 
     # -- allocations --------------------------------------------------------
     def add(self, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
