@@ -524,19 +524,9 @@ class Cycle:
             if short > 0 and not self.s.is_futile(leaf, g):
                 self._free_within_max(leaf, g, v, short)
 
-        def room(leaf: str, g: str, v: GroupView) -> bool:
-            return self._own_idle(leaf, g, v) > 0 or self._preferred_lent(leaf, g, v)
-
-        # only owners with idle owned slots (or lent ones to take back) in a group where
-        # they can use slots: nothing in the phase gives an owner idle slots back
-        can: dict[str, list[str]] = {}
-        for g, v in self.views.items():
-            unmet = self.s.unmet_in[g]
-            for leaf in v.gp.owners:
-                if v.owned.get(leaf, 0) > 0 and self.want.get(leaf, 0) > 0 and unmet.get(leaf, 0) > 0 \
-                        and room(leaf, g, v):
-                    can.setdefault(leaf, []).append(g)
-        self._serve(self._wanting(can), room, serve, can.__getitem__)
+        owners = {leaf for v in self.views.values() for leaf in v.gp.owners if v.owned.get(leaf, 0) > 0}
+        self._serve(self._wanting(owners), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0
+                    or self._preferred_lent(leaf, g, v), serve)
 
     def _free_within_max(self, leaf: str, g: str, v: GroupView, short: int) -> None:
         """Owned slots are a guarantee: when an ancestor's ``max`` is full of slots its
@@ -723,14 +713,13 @@ class Cycle:
                     break
 
         # only leaves with an open lender they may borrow from, in a group where they
-        # can use slots and are below their borrow_limit: lenders only close and
-        # borrowing only grows within the phase, so no other leaf can get any
+        # can use slots: lenders only close within the phase, so no other leaf can get any
         can: dict[str, list[str]] = {}
         for g, v in self.views.items():
             unmet = self.s.unmet_in[g]
             here = {b for x in open_lenders[g] for b in v.gp.borrowers_of(x)}
             for leaf in here:
-                if self.want.get(leaf, 0) > 0 and unmet.get(leaf, 0) > 0 and room(leaf, g, v):
+                if self.want.get(leaf, 0) > 0 and unmet.get(leaf, 0) > 0:
                     can.setdefault(leaf, []).append(g)
         leaves = sorted(can, key=borrower_key)
         self._serve(leaves, room, serve, lambda leaf: can[leaf])
@@ -774,14 +763,7 @@ class Cycle:
             # the free slots alone do not: the only ones it can give anything on
             # (with none free a host needs two or more of the victim's slots)
             useful = set()
-            # one slot of the victim completes an instance only where free % order is
-            # order - 1: most often a handful of hosts in the cluster, fewer than the
-            # victim's own hosts; else every host of the victim's with a free slot
-            near = [hs for k, hs in self.s.free_at.items() if k % order == order - 1]
-            if sum(map(len, near)) < len(have_on):
-                look = {host for hs in near for host in hs if host in have_on}
-            else:
-                look = self.s.with_free.intersection(have_on)
+            look = self.s.with_free.intersection(have_on)
             multi = self.s.source_multi.get((victim_leaf, g, src))
             if multi:
                 look |= multi

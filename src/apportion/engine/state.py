@@ -147,12 +147,6 @@ class ClusterState:
         self.source_hosts: dict[tuple[str, str, str], dict[str, int]] = {}
         self.source_multi: dict[tuple[str, str, str], set[str]] = {}  # hosts where it holds 2 or more
         self.with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot
-        # the same hosts by their number of free slots: where one more slot completes an
-        # instance of n slots (free % n == n - 1) is then a look at a few small sets
-        self.free_at: dict[int, set[str]] = {}
-        for n, h in self.hosts.items():
-            if h.free > 0:
-                self.free_at.setdefault(h.free, set()).add(n)
         # beneficiary -> allocations being reclaimed for it
         self.reclaim_for: dict[str, dict[int, Allocation]] = {}
         self.usage_in: dict[str, dict[str, Usage]] = {g: {} for g in self.group_names}  # group -> leaf -> books
@@ -403,9 +397,9 @@ class ClusterState:
         rs.allocs[aid] = a
         self._held_by(rs, slots)
         h = self.hosts[host]
-        before = h.free
         change_free(h, -slots)
-        self._refile(host, before, h.free)
+        if h.free <= 0:
+            self.with_free.discard(host)
         users = h.users
         users[leaf] = users.get(leaf, 0) + slots
         if spec.exclusive:
@@ -451,30 +445,12 @@ class ClusterState:
             del h.users[a.consumer]
         if h.exclusive_for == a.request and not any(x.request == a.request for x in self.by_host[a.host].values()):
             h.exclusive_for = None
-        before = h.free
         if h.state is not HostState.DOWN:
             change_free(h, a.slots)
         else:
             h.free += a.slots
-        self._refile(a.host, before, h.free)
-
-    def _refile(self, host: str, before: int, after: int) -> None:
-        """Keep ``with_free`` and ``free_at`` right after a host's free slots moved."""
-        free_at = self.free_at
-        if before > 0:
-            here = free_at[before]
-            here.discard(host)
-            if not here:
-                del free_at[before]
-        if after > 0:
-            there = free_at.get(after)
-            if there is None:
-                there = free_at[after] = set()
-            there.add(host)
-            if before <= 0:
-                self.with_free.add(host)
-        elif before > 0:
-            self.with_free.discard(host)
+        if h.free > 0:
+            self.with_free.add(a.host)
 
     def release(self, a: Allocation, slots: int | None = None) -> None:
         """Give back ``slots`` of an allocation (all of it by default)."""
