@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+# Grant, Reclaim and Removal are named tuples: immutable records like frozen
+# dataclasses, with the same fields and repr, but made at a third of the cost
+# (a busy cycle makes a couple of thousand of them).
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
+class Grant(NamedTuple):
     request: str
     consumer: str
     group: str
@@ -15,8 +19,7 @@ class Grant:
     source: str  # "own", "pool:/path" (share pool of that consumer; "pool:/" is the public pool), "lent:/lender"
 
 
-@dataclass(frozen=True, slots=True)
-class Reclaim:
+class Reclaim(NamedTuple):
     """Slots the holder must give back by ``deadline``; they stay its own until then."""
 
     request: str
@@ -29,8 +32,7 @@ class Reclaim:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Removal:
+class Removal(NamedTuple):
     """Slots taken away now: a reclaim's deadline passed, or the host went down (lost)."""
 
     request: str
