@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from apportion.engine import AllocationPolicy, Host, HostState
+from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
 
 from .builders import Sim, make_plan
 
@@ -137,3 +141,31 @@ def test_best_fit_packs_the_smallest_host_that_takes_it():
     assert _hosts(s, "r1") == {"small": 2}  # the smallest space that fits
     assert _hosts(s, "r2") == {"mid": 3}
     assert _hosts(s, "r3") == {"big": 6}
+
+
+@given(policy=st.sampled_from(list(AllocationPolicy)),
+       moves=st.lists(st.tuples(st.integers(0, 5), st.integers(-4, 4), st.sampled_from(
+           [None, None, None, HostState.CLOSED, HostState.OK]), st.integers(0, 6)), max_size=60))
+def test_group_index_lists_open_hosts_in_policy_order(policy, moves):
+    """The lazy heap behind ``candidates`` yields exactly the open hosts, in the
+    policy's order, however free slots and states moved and however far an earlier
+    iteration went before it was dropped."""
+    hosts = [HostLedger(Host(f"h{i}", 4), i) for i in range(6)]
+    g = GroupIndex("RG", policy, hosts)
+    for i, delta, state, look in moves:
+        h = hosts[i]
+        delta = max(-h.free, min(delta, h.host.slots - h.free))
+        change_free(h, delta)
+        if state is not None:
+            change_state(h, state)
+        it = g.candidates()
+        for _ in zip(range(look), it):
+            pass
+        del it  # dropped part way: what it met goes back
+        open_ = [h for h in hosts if h.free > 0 and h.takes_work]
+        if policy is AllocationPolicy.BALANCED:
+            open_.sort(key=lambda h: (-h.free, h.position))
+        elif policy is AllocationPolicy.BEST_FIT:
+            open_.sort(key=lambda h: (h.free, h.position))
+        assert list(g.candidates()) == [h.host.name for h in open_]
+    assert len(g._heap) <= 2 * len(hosts) + 64

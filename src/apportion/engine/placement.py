@@ -10,8 +10,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 
-from sortedcontainers import SortedList
-
 from apportion.engine.model import AllocationPolicy, Host, HostState, Request
 
 
@@ -42,7 +40,11 @@ class GroupIndex:
         self.hosts = hosts
         self.rank = {h.host.name: i for i, h in enumerate(hosts)}
         self._span = max(1, len(hosts))
-        self._open: SortedList = SortedList()
+        # the keys of the hosts that can take work, as a heap with lazy deletion: a
+        # host whose free slots move gets its new key pushed, and its old one is
+        # dropped when met (it no longer matches the host). Every grant moves a
+        # host's key, so pushing alone is what keeps the index cheap.
+        self._heap: list[int] = []
         self.keyed_by_free = policy in (AllocationPolicy.BALANCED, AllocationPolicy.BEST_FIT)
         # running sums, so that capacity is not a walk over every host each cycle
         self.slots_taking_work = 0
@@ -65,11 +67,20 @@ class GroupIndex:
 
     def _add(self, h: HostLedger) -> None:
         if h.free > 0 and h.takes_work:
-            self._open.add(self._key(h))
+            heap = self._heap
+            heapq.heappush(heap, self._key(h))
+            if len(heap) > 2 * self._span + 64:
+                self._compact()
 
-    def _discard(self, h: HostLedger) -> None:
-        if h.free > 0 and h.takes_work:
-            self._open.discard(self._key(h))
+    def _compact(self) -> None:
+        """Drop the stale keys: what is left is one key per open host."""
+        self._heap = [self._key(h) for h in self.hosts if h.free > 0 and h.takes_work]
+        heapq.heapify(self._heap)
+
+    def _live(self, key: int) -> HostLedger | None:
+        """The host ``key`` stands for, if it is still that host's key and it is open."""
+        h = self.hosts[key % self._span]
+        return h if h.free > 0 and h.takes_work and self._key(h) == key else None
 
     def _count_state(self, h: HostLedger, sign: int) -> None:
         if h.takes_work:
@@ -88,10 +99,26 @@ class GroupIndex:
         return sum(h.free for h in self.hosts if h.takes_work)
 
     def candidates(self) -> Iterator[str]:
-        # callers only read while iterating; they apply their picks afterwards
-        span, hosts = self._span, self.hosts
-        for key in self._open:
-            yield hosts[key % span].host.name
+        """The open hosts in the group's order, lazily. Callers only read while
+        iterating and apply their picks afterwards; the keys met are put back when
+        the iteration ends (or is dropped), stale ones and repeats are not."""
+        heap, live = self._heap, self._live
+        met: list[int] = []
+        last = None
+        try:
+            while heap:
+                key = heapq.heappop(heap)
+                if key == last:
+                    continue  # the same key pushed twice: once is enough
+                h = live(key)
+                if h is None:
+                    continue  # stale
+                last = key
+                met.append(key)
+                yield h.host.name
+        finally:
+            for key in met:
+                heapq.heappush(heap, key)
 
 
 def change_free(h: HostLedger, delta: int) -> None:
@@ -100,18 +127,15 @@ def change_free(h: HostLedger, delta: int) -> None:
     cares when the host fills up or gets room again."""
     before = h.free
     after = before + delta
-    for g in h.groups:
-        if g.keyed_by_free or before <= 0 or after <= 0:
-            g._discard(h)
     h.free = after
-    for g in h.groups:
-        if g.keyed_by_free or before <= 0 or after <= 0:
-            g._add(h)
+    if after > 0:
+        for g in h.groups:
+            if g.keyed_by_free or before <= 0:
+                g._add(h)  # the old key, if any, goes stale
 
 
 def change_state(h: HostLedger, state: HostState) -> None:
     for g in h.groups:
-        g._discard(h)
         g._count_state(h, -1)
     h.state = state
     h.takes_work = state is HostState.OK
