@@ -45,7 +45,13 @@ class GroupIndex:
         # dropped when met (it no longer matches the host). Every grant moves a
         # host's key, so pushing alone is what keeps the index cheap.
         self._heap: list[int] = []
-        self.keyed_by_free = policy in (AllocationPolicy.BALANCED, AllocationPolicy.BEST_FIT)
+        # the policy as plain flags: hot paths test them per host, and an enum
+        # member costs a class lookup each time
+        self.balanced = policy is AllocationPolicy.BALANCED
+        self.best_fit = policy is AllocationPolicy.BEST_FIT
+        self.exclusive = policy is AllocationPolicy.EXCLUSIVE
+        self.keyed_by_free = self.balanced or self.best_fit
+        self._by_free = -self._span if self.balanced else self._span if self.best_fit else 0
         # running sums, so that capacity is not a walk over every host each cycle
         self.slots_taking_work = 0
         self.not_taking: dict[str, HostLedger] = {}  # closed or unavailable hosts
@@ -58,12 +64,7 @@ class GroupIndex:
         """One int per host, as ints compare fastest: its position in the group,
         preceded, where the policy orders by free slots, by those (most first when
         balanced, fewest first for best fit); ``candidates`` reads the position back."""
-        pos = self.rank[h.host.name]
-        if self.policy is AllocationPolicy.BALANCED:
-            return pos - h.free * self._span
-        if self.policy is AllocationPolicy.BEST_FIT:
-            return pos + h.free * self._span
-        return pos
+        return self.rank[h.host.name] + h.free * self._by_free
 
     def _add(self, h: HostLedger) -> None:
         if h.free > 0 and h.takes_work:
@@ -152,7 +153,7 @@ def fits(h: HostLedger, req: Request, consumer: str, group: GroupIndex) -> int:
         return 0
     if req.exclusive and h.exclusive_for != req.id and h.users:
         return 0
-    if group.policy is AllocationPolicy.EXCLUSIVE and any(c != consumer for c in h.users):
+    if group.exclusive and any(c != consumer for c in h.users):
         return 0
     if req.requirement is not None and not req.requirement(h.host):
         return 0
@@ -168,19 +169,19 @@ def choose_hosts(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
     - best fit: the whole lot on the smallest host that takes it if there is one,
       otherwise the smallest holes first.
     A requirement with ``order()`` reorders the candidates by its keys first."""
-    sort_hosts = getattr(req.requirement, "sort_hosts", None)
-    ordered = bool(getattr(req.requirement, "order", ()))
-    if ordered and sort_hosts is not None:
+    rq = req.requirement
+    sort_hosts = getattr(rq, "sort_hosts", None) if rq is not None else None
+    if sort_hosts is not None and getattr(rq, "order", ()):
         cands = [hosts[n] for n in group.candidates()]
         names = [h.name for h in sort_hosts([c.host for c in cands])]
     else:
         names = None
-    if group.policy is AllocationPolicy.BALANCED and names is None:
+    if group.balanced and names is None:
         return _balanced(hosts, group, req, consumer, instances)
     source = names if names is not None else group.candidates()
     picks: list[tuple[str, int]] = []
     left = instances
-    if group.policy is AllocationPolicy.BEST_FIT and names is None:
+    if group.best_fit and names is None:
         for name in group.candidates():
             if fits(hosts[name], req, consumer, group) >= left:
                 return [(name, left * req.order)]
@@ -221,7 +222,7 @@ def _balanced(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
     index is already in most-free-first order, so only as many hosts as there are
     instances need looking at, plus those that may not serve the request."""
     heap: list[tuple[int, int, str]] = []
-    plain = req.requirement is None and not req.exclusive and group.policy is AllocationPolicy.BALANCED
+    plain = req.requirement is None and not req.exclusive and group.balanced
     for name in group.candidates():
         h = hosts[name]
         if plain and h.free < req.order:
