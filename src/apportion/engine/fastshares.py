@@ -31,6 +31,10 @@ import numpy as np
 if TYPE_CHECKING:
     from apportion.engine.shares import Fraction, ShareTree
 
+# ``x.any()`` goes through numpy's reduction machinery, about 1 us a call; counting
+# the set flags answers the same question in a quarter of that (dozens of calls a division)
+_any = np.count_nonzero
+
 MIN_LEAVES = 48  # below this, numpy's per-call cost outweighs the exact division
 TOL = 1e-10  # relative to the pool size
 
@@ -118,7 +122,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
     idx = np.fromiter(map(sh.pos.__getitem__, leaf_need), dtype=np.intp, count=len(leaf_need))
     need = np.fromiter(leaf_need.values(), dtype=np.float64, count=len(leaf_need))
     keep = (idx >= 0) & (need > 0)  # leaves below a ratio-0 node take no part
-    if not keep.all():
+    if _any(keep) < len(keep):
         idx, need = idx[keep], need[keep]
     if len(idx) < MIN_LEAVES or float(need.sum()) <= size:  # sums of whole numbers: exact
         return None
@@ -134,7 +138,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         plan = floats[idx]
         # a whole planned share compares exactly with the whole need; any other this
         # close to it could fall either side
-        if ((np.abs(plan - need) <= tol) & ~whole_plan[idx]).any():
+        if _any((np.abs(plan - need) <= tol) & ~whole_plan[idx]):
             return None
         base = np.minimum(plan, need)
         left0 = size - float(base.sum())
@@ -163,7 +167,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
             # a parent filled to its need hands each child exactly its own: no level to find
             if any_full:
                 under_full = full[parent[m]]
-                if under_full.any():
+                if _any(under_full):
                     f = m[under_full]
                     give[f] = res[f]
                     full[f] = True
@@ -176,8 +180,8 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
             # first, as most often, every member clearly below the water level: one pass
             tw = np.bincount(seg, weights=w, minlength=count)[seg]
             margin = cap - avail / tw * w
-            if (margin <= tol).any():  # someone at or near its cap: the general loop decides
-                if (np.abs(margin) <= tol).any():
+            if _any(margin <= tol):  # someone at or near its cap: the general loop decides
+                if _any(np.abs(margin) <= tol):
                     return None
                 any_full = True
             else:
@@ -190,18 +194,18 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
                 tw = np.bincount(seg[live], weights=w[live], minlength=count)
                 level = left[seg] / np.where(live, tw[seg], 1.0)
                 margin = cap - level * w
-                if (live & (np.abs(margin) <= tol)).any():
+                if _any(live & (np.abs(margin) <= tol)):
                     return None
                 done = live & (margin < 0)
-                if not done.any():
+                if not _any(done):
                     break
                 give[m[done]] = cap[done]
                 full[m[done]] = True
                 left -= np.bincount(seg[done], weights=cap[done], minlength=count)
                 live &= ~done
-                if not live.any():
+                if not _any(live):
                     break
-            if live.any():
+            if _any(live):
                 s = seg[live]
                 tw = np.bincount(s, weights=w[live], minlength=count)
                 give[m[live]] = left[s] * w[live] / tw[s]
@@ -219,7 +223,7 @@ def divide(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], p
         value[alone] = np.round(value[alone])
     floor = np.floor(value)
     frac = np.where(whole, 0.0, value - floor)
-    if (~whole & ((frac <= tol) | (frac >= 1 - tol))).any():
+    if _any(~whole & ((frac <= tol) | (frac >= 1 - tol))):
         return None
     spare = size - int(floor.sum())
     out = floor.astype(np.int64)
@@ -336,7 +340,7 @@ def _cut_exactly(sh: _Shape, tree: ShareTree, idx: np.ndarray, need: np.ndarray,
     a = frac[order[spare - 1]]
     dist = np.abs(frac - a)
     near = np.flatnonzero(dist <= 2 * tol)
-    if ((dist > 2 * tol) & (dist <= 6 * tol)).any():
+    if _any((dist > 2 * tol) & (dist <= 6 * tol)):
         return None  # no clear gap around the close group
     picked = np.zeros(len(idx), dtype=bool)
     picked[order[:spare]] = True
