@@ -524,9 +524,22 @@ class Cycle:
             if short > 0 and not self.s.is_futile(leaf, g):
                 self._free_within_max(leaf, g, v, short)
 
-        owners = {leaf for v in self.views.values() for leaf in v.gp.owners if v.owned.get(leaf, 0) > 0}
-        self._serve(self._wanting(owners), lambda leaf, g, v: self._own_idle(leaf, g, v) > 0
-                    or self._preferred_lent(leaf, g, v), serve)
+        def room(leaf: str, g: str, v: GroupView) -> bool:
+            return self._own_idle(leaf, g, v) > 0 or self._preferred_lent(leaf, g, v)
+
+        # owners (somewhere) that want slots, and the groups where they have idle owned
+        # slots or lent ones to take back and can use slots: nothing in the phase
+        # gives an owner idle slots back, so no other group will have room
+        want = self.want
+        owners = {leaf for v in self.views.values() for leaf in v.gp.owners
+                  if v.owned.get(leaf, 0) > 0 and want.get(leaf, 0) > 0}
+        can: dict[str, list[str]] = {}
+        for g, v in self.views.items():
+            unmet = self.s.unmet_in[g]
+            for leaf in owners:
+                if unmet.get(leaf, 0) > 0 and leaf in v.settings and room(leaf, g, v):
+                    can.setdefault(leaf, []).append(g)
+        self._serve(self._wanting(can), room, serve, can.__getitem__)
 
     def _free_within_max(self, leaf: str, g: str, v: GroupView, short: int) -> None:
         """Owned slots are a guarantee: when an ancestor's ``max`` is full of slots its
@@ -713,13 +726,14 @@ class Cycle:
                     break
 
         # only leaves with an open lender they may borrow from, in a group where they
-        # can use slots: lenders only close within the phase, so no other leaf can get any
+        # can use slots and are below their borrow_limit: lenders only close and
+        # borrowing only grows within the phase, so no other leaf can get any
         can: dict[str, list[str]] = {}
         for g, v in self.views.items():
             unmet = self.s.unmet_in[g]
             here = {b for x in open_lenders[g] for b in v.gp.borrowers_of(x)}
             for leaf in here:
-                if self.want.get(leaf, 0) > 0 and unmet.get(leaf, 0) > 0:
+                if self.want.get(leaf, 0) > 0 and unmet.get(leaf, 0) > 0 and room(leaf, g, v):
                     can.setdefault(leaf, []).append(g)
         leaves = sorted(can, key=borrower_key)
         self._serve(leaves, room, serve, lambda leaf: can[leaf])
