@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
@@ -462,11 +463,11 @@ class Cycle:
                 for g in rs.groups:
                     if g in open_groups:
                         serve(leaf, rs, g, views[g])
+                        if want[leaf] <= 0:
+                            break  # served: whether room is left no longer matters
                         if not room(leaf, g, views[g]):
                             open_groups.discard(g)
-                    if want.get(leaf, 0) <= 0:
-                        break
-                if want.get(leaf, 0) <= 0 or not open_groups:
+                if want[leaf] <= 0 or not open_groups:
                     break
 
     def _wanting(self, among) -> list[str]:
@@ -528,16 +529,19 @@ class Cycle:
             return self._own_idle(leaf, g, v) > 0 or self._preferred_lent(leaf, g, v)
 
         # owners (somewhere) that want slots, and the groups where they have idle owned
-        # slots or lent ones to take back and can use slots: nothing in the phase
-        # gives an owner idle slots back, so no other group will have room
-        want = self.want
-        owners = {leaf for v in self.views.values() for leaf in v.gp.owners
-                  if v.owned.get(leaf, 0) > 0 and want.get(leaf, 0) > 0}
+        # slots, or lent ones to take back, and can use slots: nothing in the phase
+        # gives an owner idle slots back, so no other group will have room. Idle owned
+        # slots need ownership in the group; lent ones, slots lent there
+        want, views = self.want, self.views
         can: dict[str, list[str]] = {}
-        for g, v in self.views.items():
+        for g, v in views.items():
             unmet = self.s.unmet_in[g]
-            for leaf in owners:
-                if unmet.get(leaf, 0) > 0 and leaf in v.settings and room(leaf, g, v):
+            owned = v.owned
+            here = chain((x for x in v.gp.owners if owned.get(x, 0) > 0),
+                         (x for x in self.s.lending.get(g, ()) if owned.get(x, 0) <= 0
+                          and any(o.owned.get(x, 0) > 0 for o in views.values())))
+            for leaf in here:
+                if want.get(leaf, 0) > 0 and unmet.get(leaf, 0) > 0 and room(leaf, g, v):
                     can.setdefault(leaf, []).append(g)
         self._serve(self._wanting(can), room, serve, can.__getitem__)
 
