@@ -78,11 +78,6 @@ class GroupIndex:
         self._heap = [self._key(h) for h in self.hosts if h.free > 0 and h.takes_work]
         heapq.heapify(self._heap)
 
-    def _live(self, key: int) -> HostLedger | None:
-        """The host ``key`` stands for, if it is still that host's key and it is open."""
-        h = self.hosts[key % self._span]
-        return h if h.free > 0 and h.takes_work and self._key(h) == key else None
-
     def _count_state(self, h: HostLedger, sign: int) -> None:
         if h.takes_work:
             self.slots_taking_work += sign * h.host.slots
@@ -103,7 +98,7 @@ class GroupIndex:
         """The open hosts in the group's order, lazily. Callers only read while
         iterating and apply their picks afterwards; the keys met are put back when
         the iteration ends (or is dropped), stale ones and repeats are not."""
-        heap, live = self._heap, self._live
+        heap, hosts, span, by_free = self._heap, self.hosts, self._span, self._by_free
         met: list[int] = []
         last = None
         try:
@@ -111,9 +106,10 @@ class GroupIndex:
                 key = heapq.heappop(heap)
                 if key == last:
                     continue  # the same key pushed twice: once is enough
-                h = live(key)
-                if h is None:
-                    continue  # stale
+                pos = key % span
+                h = hosts[pos]
+                if h.free <= 0 or not h.takes_work or key - pos != h.free * by_free:
+                    continue  # stale: not this host's key now, or the host is not open
                 last = key
                 met.append(key)
                 yield h.host.name
@@ -240,7 +236,8 @@ def _balanced(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
         taken[name] = taken.get(name, 0) + 1
         free[name] -= req.order
         left -= 1
-        cap = fits(hosts[name], req, consumer, group) - taken[name]
-        if cap > 0:
+        # nothing but its free slots changed since the host passed fits(): it takes
+        # as many more instances as those hold
+        if free[name] >= req.order:
             heapq.heappush(heap, (-free[name], pos, name))
     return [(name, n * req.order) for name, n in taken.items()]
