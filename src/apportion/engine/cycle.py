@@ -51,7 +51,7 @@ class GroupView:
     """One group in one cycle: the plan-static part plus what depends on the moment."""
 
     __slots__ = ("gp", "name", "settings", "capacity", "owned", "pool_size", "demand",
-                 "deserved_pool", "deserved", "static_pool", "pools_of", "leaves_under")
+                 "deserved_pool", "own_part", "_deserved", "static_pool", "pools_of", "leaves_under")
 
     def __init__(self, gp: GroupPlan) -> None:
         self.gp = gp
@@ -64,8 +64,23 @@ class GroupView:
         self.pool_size: dict[str, int] = {}  # pool owner (ROOT = public) -> unowned slots
         self.demand: dict[str, int] = {}
         self.deserved_pool: dict[str, dict[str, int]] = {}  # pool owner -> leaf -> slots
-        self.deserved: dict[str, int] = {}
+        self.own_part: dict[str, int] = {}  # leaf -> owned slots as far as it wants them
+        self._deserved: dict[str, int] | None = None
         self.static_pool: dict[str, dict[str, int]] = {}
+
+    @property
+    def deserved(self) -> dict[str, int]:
+        """Leaf -> what it deserves here: its owned part plus its share of each pool.
+        Summed when first asked (the report); the cycle itself reads it only where a
+        parent's max caps a pool, and then keeps it current as pools are divided."""
+        d = self._deserved
+        if d is None:
+            d = dict(self.own_part)
+            for got in self.deserved_pool.values():
+                for leaf, n in got.items():
+                    d[leaf] += n
+            self._deserved = d
+        return d
 
 
 def _honour_ownership(gp: GroupPlan, capacity: int) -> tuple[dict[str, int], dict[str, int]]:
@@ -194,7 +209,9 @@ class Cycle:
             own_part[leaf] = own
             remaining[leaf] = dem - own if st.share_ratio > 0 and dem > own else 0
         v.demand = dict(demand)
-        v.deserved = dict(own_part)
+        v.own_part = dict(own_part)
+        # with capped parents, what each leaf deserves so far caps the next pools
+        deserved = v._deserved = dict(own_part) if gp.capped_parents else None
         remaining = dict(remaining)
         # deserved: owned (as far as demanded) plus each pool's share, nearest pool first
         parent_mode = self.policy.share_enforcement.value == "parent"
@@ -215,9 +232,12 @@ class Cycle:
             caps = self._parent_caps(v, owner)
             got = self._division(gp, g, owner, size, need, caps, parent_mode, dynamic)
             v.deserved_pool[owner] = got
-            for leaf, n in got.items():
-                remaining[leaf] -= n
-                v.deserved[leaf] += n
+            if owner != ROOT:  # the public pool comes last: nothing after it reads these
+                for leaf, n in got.items():
+                    remaining[leaf] -= n
+            if deserved is not None:
+                for leaf, n in got.items():
+                    deserved[leaf] += n
         return v
 
     def _division(self, gp: GroupPlan, g: str, owner: str, size: int, need: dict[str, int],
