@@ -119,9 +119,10 @@ class GroupIndex:
 
 
 def change_free(h: HostLedger, delta: int) -> None:
-    """Move a host's free count, keeping every group index that holds it in order.
-    A group whose order does not depend on free slots (stacked, exclusive) only
-    cares when the host fills up or gets room again."""
+    """Move a host's free count, keeping every group index that holds it in order:
+    its new key is pushed where the key moved (the old one goes stale). A group
+    whose order does not depend on free slots (stacked, exclusive) only needs a push
+    when the host gets room again; a full host's key goes stale by itself."""
     before = h.free
     after = before + delta
     h.free = after
