@@ -162,9 +162,10 @@ class Cycle:
         for leaf in sorted(dirty.intersection(s.reclaim_for)):
             if leaf not in s.consumers:
                 continue  # for a pool that shrank ("pool:/P"): kept until the pool fits again
-            marked = list(s.reclaim_for[leaf].values())
-            extra = sum(a.slots for a in marked) - s.unmet.get(leaf, 0)
-            for a in sorted(marked, key=lambda a: (-a.reclaim.deadline, -a.id)):
+            extra = s.incoming.get(leaf, 0) - s.unmet.get(leaf, 0)  # incoming: the marked slots' sum
+            if extra <= 0:
+                continue
+            for a in sorted(s.reclaim_for[leaf].values(), key=lambda a: (-a.reclaim.deadline, -a.id)):
                 if extra <= 0:
                     break
                 if a.slots > extra:
