@@ -38,6 +38,7 @@ from apportion.engine.state import (
     ClusterState,
     PendingReclaim,
     RequestState,
+    Usage,
     lent_source,
     pool_source,
 )
@@ -83,6 +84,14 @@ class GroupView:
         return d
 
 
+def _pool_have(u: Usage | None, owner: str, src: str) -> int:
+    """What a leaf holds from ``owner``'s pool (source ``src``) plus what is being
+    reclaimed for it from there: what counts against its quota in that pool."""
+    if u is None:
+        return 0
+    return u.pools.get(owner, 0) + (u.incoming.get(src, 0) if u.incoming else 0)
+
+
 def _honour_ownership(gp: GroupPlan, capacity: int) -> tuple[dict[str, int], dict[str, int]]:
     """Effective ownership (overallocation honoured in rank order, top level first,
     then each parent's share) and the unowned slots left in each pool."""
@@ -109,7 +118,7 @@ class Cycle:
         self.want: dict[str, int] = {}  # leaf -> slots it still wants this cycle
         self.granted_now: dict[str, list] = {}  # request -> allocations granted this cycle
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
-        self._victim_heaps: dict[tuple[str, str], list] = {}
+        self._victim_lists: dict[tuple[str, str], list] = {}
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
         self._shorts: dict[tuple[str, bool, str], list[str]] = {}
@@ -593,8 +602,7 @@ class Cycle:
     # -- 3. share pools up to the deserved share -----------------------------
     def _pool_room(self, leaf: str, g: str, v: GroupView, quotas: dict[str, dict[str, int]],
                    owner: str) -> int:
-        u = self.s.usage_in[g].get(leaf)
-        have = (u.pools.get(owner, 0) + (u.incoming.get("pool:" + owner, 0) if u.incoming else 0)) if u else 0
+        have = _pool_have(self.s.usage_in[g].get(leaf), owner, pool_source(owner))
         return quotas.get(owner, {}).get(leaf, 0) - have
 
     def _short(self, v: GroupView, quotas: dict[str, dict[str, int]], owner: str) -> list[str]:
@@ -611,12 +619,10 @@ class Cycle:
         pairs = mine.items() if last is None else [(leaf, mine[leaf]) for leaf in last]
         got = []
         usage, src, want = self.s.usage_in[v.name], pool_source(owner), self.want
-        for leaf, quota in pairs:  # _pool_room(...) > 0, inlined
+        for leaf, quota in pairs:  # _pool_room(...) > 0
             if want.get(leaf, 0) <= 0:
                 continue  # wants nothing more this cycle (want only shrinks): no use to anyone
-            u = usage.get(leaf)
-            if quota > (u.pools.get(owner, 0) + (u.incoming.get(src, 0) if u.incoming else 0)
-                        if u is not None else 0):
+            if quota > _pool_have(usage.get(leaf), owner, src):
                 got.append(leaf)
         self._shorts[key] = got
         return got
@@ -652,8 +658,7 @@ class Cycle:
         for o in owners:
             if idle_only and v.pool_size.get(o, 0) <= used.get(o, 0):
                 continue
-            have = u.pools.get(o, 0) + (u.incoming.get("pool:" + o, 0) if u.incoming else 0) if u is not None else 0
-            if quotas.get(o, {}).get(leaf, 0) > have:
+            if quotas.get(o, {}).get(leaf, 0) > _pool_have(u, o, pool_source(o)):
                 return True
         return False
 
@@ -884,7 +889,7 @@ class Cycle:
         parent_mode = self.policy.share_enforcement.value == "parent"
         for quotas in self._quota_passes():
             self._excess_cache = {}
-            self._victim_heaps = {}
+            self._victim_lists = {}
             # (victim, group, source) -> smallest instance it could not free this pass:
             # marks free nothing within a phase, so a larger one will not fit either
             self._no_fit: dict[tuple[str, str, str], int] = {}
@@ -986,11 +991,11 @@ class Cycle:
         ``no_fit``: as for ``_victims``."""
         ex = self._excess(v, owner)
         key = (v.name, owner)
-        lst = self._victim_heaps.get(key)
+        lst = self._victim_lists.get(key)
         if lst is None:
             worst = v.gp.victim_order
             lst = sorted((-e, worst[leaf], leaf) for leaf, e in ex.items() if e > 0)
-            self._victim_heaps[key] = lst
+            self._victim_lists[key] = lst
         if no_fit is not None:
             book, g, order = no_fit
             src = pool_source(owner)
@@ -1097,7 +1102,7 @@ class Cycle:
         """A pool that shrank (hosts down, ownership honoured elsewhere) takes back its
         excess from the most over-share holders."""
         self._excess_cache = {}
-        self._victim_heaps = {}
+        self._victim_lists = {}
         for g, v in self.views.items():
             for owner, size in v.pool_size.items():
                 used = self.s.pool_used[g].get(owner, 0)
