@@ -33,8 +33,8 @@ from typing import Any
 
 from apportion.bench.engine_bench import MIB, peak_rss_bytes, percentile
 from apportion.bench.machine import source_revision
+from apportion.engine.ducc.config import DEFAULT_NODEPOOL, DuccConfig
 from apportion.importers.ducc import ducc_config_from_mapping
-from apportion.importers.ducc.model import DEFAULT_NODEPOOL, DuccConfig
 from apportion.scenario.ducc_model import DuccScenario, DuccStep, JobSpec
 
 TARGETS = {"median_s": 0.200, "peak_rss_mib": 1024.0}

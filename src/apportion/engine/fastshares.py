@@ -24,12 +24,9 @@ so it is off by far less than 1e-10 * S, the tolerance used.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from apportion.engine.shares import Fraction, ShareTree
+from apportion.engine.sharetree import Fraction, ShareTree
 
 # ``x.any()`` goes through numpy's reduction machinery, about 1 us a call; counting
 # the set flags answers the same question in a quarter of that (dozens of calls a division)
@@ -335,8 +332,7 @@ def _cut_exactly(sh: _Shape, tree: ShareTree, idx: np.ndarray, need: np.ndarray,
     rationals along their paths, following the fill's decisions (which the margins
     proved), and the cut is made among them by the exact fractional parts. None if
     the close group is not clearly apart from the rest."""
-    from apportion.engine.shares import Fraction as Q
-
+    Q = Fraction
     a = frac[order[spare - 1]]
     dist = np.abs(frac - a)
     near = np.flatnonzero(dist <= 2 * tol)

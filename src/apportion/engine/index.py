@@ -9,7 +9,7 @@ built once and shared by every cycle.
 from __future__ import annotations
 
 from apportion.engine.model import ROOT, GroupSettings, Plan
-from apportion.engine.shares import ShareTree
+from apportion.engine.sharetree import ShareTree
 
 UNSET = 1 << 30
 

@@ -11,72 +11,10 @@ branches that still have unmet demand (seed 004).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-
-from gmpy2 import mpq as Fraction  # exact rationals, fast
+from collections.abc import Callable, Mapping, Sequence
 
 from apportion.engine import fastshares
-
-INF = float("inf")
-
-
-class ShareTree:
-    """The part of the consumer tree planned in one group, as the share maths needs it.
-
-    ``children[path]`` lists children in plan order; ``ratio``, ``priority`` (smaller
-    is better, None last) and ``index`` (plan order) come from the plan.
-    """
-
-    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast")
-
-    def __init__(
-        self,
-        children: Mapping[str, Sequence[str]],
-        ratio: Mapping[str, int],
-        priority: Mapping[str, int | None],
-        index: Mapping[str, int],
-    ) -> None:
-        self.children = children
-        self.ratio = ratio
-        self.band = {p: (INF if v is None else v) for p, v in priority.items()}
-        self.index = index
-        self.parent: dict[str, str] = {k: p for p, kids in children.items() for k in kids}
-        self._planned: dict[tuple[str, int], dict[str, Fraction]] = {}
-        self._bands: dict[str, list[list[str]]] = {}
-        self.fast: dict[str, object] = {}  # top -> the arrays of fastshares, made on first use
-
-    def bands(self, node: str) -> list[list[str]]:
-        """Children with a positive ratio, grouped by priority, best band first."""
-        got = self._bands.get(node)
-        if got is None:
-            by_band: dict[float, list[str]] = {}
-            for child in self.children.get(node, ()):
-                if self.ratio[child] > 0:
-                    by_band.setdefault(self.band[child], []).append(child)
-            got = self._bands[node] = [by_band[k] for k in sorted(by_band)]
-        return got
-
-    def support(self, top: str, leaves: Iterable[str]) -> list[str]:
-        """``leaves`` that take part in a division below ``top`` (no ratio-0 node on
-        the way up) and every node between them and ``top``, children before their
-        parents: the only nodes whose sums a division needs, however large the subtree."""
-        parent, ratio = self.parent, self.ratio
-        seen: set[str] = set()
-        for leaf in leaves:
-            path = []
-            node = leaf
-            while node != top and node not in seen:  # above a seen node, all is known
-                if ratio[node] <= 0:
-                    break
-                path.append(node)
-                node = parent[node]
-            else:
-                seen.update(path)
-        seen.add(top)
-        # plan order puts a parent before its children, so its reverse puts every
-        # child before its parent, and ``top`` (first in plan order of them all) last
-        return sorted(seen, key=self.index.__getitem__, reverse=True)
-
+from apportion.engine.sharetree import Fraction, ShareTree
 
 def _weighted_fill(amount: Fraction, members: list[str], weight: Mapping[str, int],
                    cap: Mapping[str, Fraction]) -> dict[str, Fraction]:

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from apportion.importers.ducc.model import DuccConfig, Policy
+from apportion.engine.ducc.config import DuccConfig, Policy
 from apportion.importers.ducc.values import suggest
 from apportion.plan.errors import KeyPath, PlanError, Positions, Problem, Reporter
 from apportion.plan.hostnames import expand_hosts

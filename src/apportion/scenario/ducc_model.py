@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apportion.importers.ducc.model import DuccConfig
+from apportion.engine.ducc.config import DuccConfig
 
 DEFAULT_THREADS = 4  # DUCC's default threads per process (process_pipeline_count)
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apportion.engine.ducc import api
-from apportion.importers.ducc.model import DuccConfig
+from apportion.engine.ducc.config import DuccConfig
 from apportion.scenario.ducc_model import DuccScenario, DuccStep, JobSpec
 
 FOREVER_ITEMS = 10**12  # a job without work_items (a service) never runs out of work

@@ -16,7 +16,7 @@ from apportion.engine.ducc.api import (
     confirm_gone,
     schedule,
 )
-from apportion.importers.ducc.model import DuccClass, DuccConfig, DuccProperties, Nodepool, Policy, User
+from apportion.engine.ducc.config import DuccClass, DuccConfig, DuccProperties, Nodepool, Policy, User
 
 
 def pool(name: str, nodes: Iterable[str] = (), parent: str | None = None, quantum: int | None = 1,

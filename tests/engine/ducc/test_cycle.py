@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from apportion.engine.ducc.api import DuccState, Machine, Process, schedule
-from apportion.importers.ducc.model import User
+from apportion.engine.ducc.config import User
 
 from tests.engine.ducc.sim import Sim, config, fair, fixed, job, machines, pool, reserve
 
@@ -505,7 +505,7 @@ def test_a_machine_larger_than_every_request_is_fine_and_a_job_larger_than_every
 def test_prediction_holds_a_job_that_will_finish_before_new_processes_are_ready():
     # 4 processes x 2 threads at 10 s an item do 48 items in the 60 s a new process needs
     # to initialise: with 40 items left, more processes would come too late (caps.py)
-    from apportion.importers.ducc.model import DuccClass, Policy
+    from apportion.engine.ducc.config import DuccClass, Policy
 
     cls = DuccClass("normal", Policy.FAIR_SHARE, "p", 10, weight=1, expand_by_doubling=True,
                     initialization_cap=1, use_prediction=True, prediction_fudge=0)

@@ -18,14 +18,14 @@
 from __future__ import annotations
 
 from apportion.engine.ducc import evict
-from apportion.engine.ducc.api import DuccDecisions, DuccState, JobAccount, NewProcess
 from apportion.engine.ducc.caps import CapRules, cap_of
+from apportion.engine.ducc.config import DuccConfig
 from apportion.engine.ducc.defrag import defragment
 from apportion.engine.ducc.fixed import Allotments, how_much_fixed, how_much_reserve
 from apportion.engine.ducc.howmuch import FairClass, HowMuch, JobAsk, Space, fair_share
+from apportion.engine.ducc.types import DuccDecisions, DuccState, JobAccount, NewProcess
 from apportion.engine.ducc.whatof import FreeIndex, job_order, what_of
 from apportion.engine.ducc.world import FAIR, FIXED, RESERVE, J, World, ceil_div
-from apportion.importers.ducc.model import DuccConfig
 
 
 def run_cycle(config: DuccConfig, state: DuccState, now: float) -> DuccDecisions:

@@ -44,7 +44,8 @@ from math import floor
 from gmpy2 import mpq
 
 from apportion.engine.ducc.vmachines import OrderTables
-from apportion.engine.shares import ShareTree, waterfill
+from apportion.engine.shares import waterfill
+from apportion.engine.sharetree import ShareTree
 
 ROOT = "/"
 BONUS_ROUNDS = 3  # water-fill rounds for leftovers before the one-by-one hand-out

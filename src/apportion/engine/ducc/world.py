@@ -2,8 +2,8 @@
 against the configuration, with the counters every phase updates.
 
 Nothing here outlives a cycle; :mod:`apportion.engine.ducc.cycle` builds a
-:class:`World` from a :class:`~apportion.engine.ducc.api.DuccState`, the phases
-change it, and it is turned into :class:`~apportion.engine.ducc.api.DuccDecisions`.
+:class:`World` from a :class:`~apportion.engine.ducc.types.DuccState`, the phases
+change it, and it is turned into :class:`~apportion.engine.ducc.types.DuccDecisions`.
 
 Node states and blacklisting are decided here (seed 001, "Nodes" and "Blacklists"):
 
@@ -24,7 +24,8 @@ Node states and blacklisting are decided here (seed 001, "Nodes" and "Blacklists
 
 from __future__ import annotations
 
-from apportion.engine.ducc.api import (
+from apportion.engine.ducc.config import DuccClass, DuccConfig, Policy
+from apportion.engine.ducc.types import (
     DuccState,
     Eviction,
     Job,
@@ -33,7 +34,6 @@ from apportion.engine.ducc.api import (
     machine_order,
     process_order,
 )
-from apportion.importers.ducc.model import DuccClass, DuccConfig, Policy
 
 FAIR, FIXED, RESERVE = Policy.FAIR_SHARE, Policy.FIXED_SHARE, Policy.RESERVE
 

@@ -9,8 +9,7 @@ reported together in one ``PlanError``, and nothing is half-loaded. The file
 formats are described in docs/ducc-import.md.
 """
 
-from apportion.importers.ducc.load import load_ducc
-from apportion.importers.ducc.model import (
+from apportion.engine.ducc.config import (
     DEFAULT_NODEPOOL,
     PROPERTY_KEYS,
     DuccClass,
@@ -21,6 +20,7 @@ from apportion.importers.ducc.model import (
     Source,
     User,
 )
+from apportion.importers.ducc.load import load_ducc
 from apportion.importers.ducc.to_plan import (
     config_to_mapping,
     ducc_config_from_mapping,

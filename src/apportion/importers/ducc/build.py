@@ -27,8 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apportion.importers.ducc.check import Where, check_tree, first_of_each
-from apportion.importers.ducc.model import (
+from apportion.engine.ducc.config import (
     DEFAULT_SEARCH_ORDER,
     DuccClass,
     DuccProperties,
@@ -36,6 +35,7 @@ from apportion.importers.ducc.model import (
     Source,
     User,
 )
+from apportion.importers.ducc.check import Where, check_tree, first_of_each
 from apportion.importers.ducc.stanzas import Stanza
 from apportion.importers.ducc.values import BadValue, read_bool, read_gb, read_int, suggest
 from apportion.plan.errors import Problem

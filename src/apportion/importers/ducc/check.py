@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from apportion.importers.ducc.model import DuccClass, Policy, User
+from apportion.engine.ducc.config import DuccClass, Policy, User
 from apportion.importers.ducc.values import suggest
 from apportion.plan.errors import Problem
 

@@ -28,9 +28,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from apportion.engine.ducc.config import DuccConfig, Memory, Nodepool, Source
 from apportion.importers.ducc.build import PoolSet, build_classes, build_nodepools, build_users
 from apportion.importers.ducc.check import check_classes
-from apportion.importers.ducc.model import DuccConfig, Memory, Nodepool, Source
 from apportion.importers.ducc.nodes import NodeEntry, NodeList, read_node_file
 from apportion.importers.ducc.properties import load_properties
 from apportion.importers.ducc.stanzas import parse_stanzas

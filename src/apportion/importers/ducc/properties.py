@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from apportion.importers.ducc.model import PROPERTY_KEYS, DuccProperties
+from apportion.engine.ducc.config import PROPERTY_KEYS, DuccProperties
 from apportion.importers.ducc.values import BadValue, read_bool, read_gb, read_int, suggest
 from apportion.plan.errors import KeyPath, Positions, Problem, Reporter
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import yaml
 
-from apportion.importers.ducc.check import Where, check_classes, check_tree, check_user_classes, first_of_each
-from apportion.importers.ducc.model import (
+from apportion.engine.ducc.config import (
     DEFAULT_SEARCH_ORDER,
     PROPERTY_KEYS,
     DuccClass,
@@ -30,6 +29,7 @@ from apportion.importers.ducc.model import (
     Source,
     User,
 )
+from apportion.importers.ducc.check import Where, check_classes, check_tree, check_user_classes, first_of_each
 from apportion.importers.ducc.properties import apply_overrides
 from apportion.importers.ducc.values import BadValue, number_memory, suggest
 from apportion.plan.errors import KeyPath, PlanError, Positions, Reporter, format_field, line_of

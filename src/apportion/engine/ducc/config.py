@@ -1,8 +1,9 @@
 """The DUCC configuration as apportion holds it: frozen, validated, inheritance resolved.
 
-A ``DuccConfig`` is what ``load_ducc`` builds from ``ducc.classes``, node
-files, ``ducc.users`` and ``ducc.rm.*`` properties, and what
-``ducc_config_from_mapping`` builds from a plan's ``ducc:`` section. Every
+It lives in the engine because the DUCC cycle reads it; the outer layer builds
+it: ``apportion.importers.ducc.load_ducc`` from ``ducc.classes``, node files,
+``ducc.users`` and ``ducc.rm.*`` properties, ``ducc_config_from_mapping`` from a
+plan's ``ducc:`` section. Nothing here reads a file. Every
 class here is immutable; mappings keep the order things were defined in.
 
 Units: memory is in GB. A class's ``max_allotment`` (and a user's per-class
