@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from apportion.cli.agent import agent_command
 from apportion.cli.bench import bench_app
 from apportion.cli.importer import import_app
 
@@ -18,6 +19,7 @@ app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 app.add_typer(import_app, name="import")
+app.command(name="agent")(agent_command)
 
 out = Console()
 err = Console(stderr=True)

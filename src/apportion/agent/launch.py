@@ -1,0 +1,92 @@
+"""Run one agent, or N light agents in one process, until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import signal
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+from apportion.agent.facts import AttributeValue, gather
+from apportion.agent.light import LightRunner
+from apportion.agent.link import MasterLink
+from apportion.agent.loop import Agent
+from apportion.agent.protocol import Runner
+from apportion.agent.runner import ProcessRunner
+
+log = logging.getLogger("apportion.agent")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    masters: list[str]
+    name: str
+    token: str = field(repr=False)
+    slots: int | None = None
+    memory: float | None = None
+    attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    workdir: Path | None = None
+    heartbeat: float | None = None
+    light: bool = False
+    count: int = 1
+
+    def names(self) -> list[str]:
+        return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+
+    def workdir_of(self, name: str) -> Path:
+        base = self.workdir or Path("apportion-agent") / self.name
+        return base if self.count == 1 else base / name
+
+
+class WorkdirBusy(Exception):
+    """Another agent holds this work directory."""
+
+
+def lock_workdir(workdir: Path) -> IO[str]:
+    """An exclusive lock on WORKDIR/agent.lock, held while the returned file stays open."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    f = open(workdir / "agent.lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise WorkdirBusy(f"{workdir} is in use by another agent") from None
+    return f
+
+
+async def serve(config: AgentConfig) -> None:
+    """Run the configured agents until cancelled, or until SIGTERM / SIGINT."""
+    limits = httpx.Limits(max_connections=2 * config.count + 8, max_keepalive_connections=2 * config.count + 8)
+    with ExitStack() as stack:
+        runners: list[Runner] = []
+        for name in config.names():
+            if config.light:
+                runners.append(LightRunner())
+            else:
+                workdir = config.workdir_of(name)
+                stack.enter_context(lock_workdir(workdir))
+                runners.append(ProcessRunner(workdir))
+        facts = gather(config.slots, config.memory, config.attributes)
+        async with httpx.AsyncClient(limits=limits) as client:
+            agents = [Agent(name, facts, runner, MasterLink(config.masters, config.token, client),
+                            heartbeat=config.heartbeat, watch=not config.light)
+                      for name, runner in zip(config.names(), runners)]
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, lambda: [a.stop() for a in agents])
+            try:
+                await asyncio.gather(*(a.run() for a in agents))
+            finally:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+    log.info("agent stopped; its processes keep running")
+
+
+def run(config: AgentConfig) -> None:
+    asyncio.run(serve(config))

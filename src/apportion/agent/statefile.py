@@ -1,0 +1,46 @@
+"""The agent's small state file: what it started, so a restarted agent knows what still runs.
+
+One JSON object in WORKDIR/state.json, written whole to a temporary file and renamed over the
+old one, so a crash leaves either the old file or the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+STATE_FILE = "state.json"
+
+
+@dataclass
+class Entry:
+    """One activity as the state file keeps it."""
+
+    allocation: int | None
+    pid: int
+    create_time: float  # psutil's, to tell this process from a later one with the same pid
+    state: str  # "running", "exited" or "killed"
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+def load(workdir: Path) -> dict[int, Entry]:
+    path = workdir / STATE_FILE
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    return {int(k): Entry(**v) for k, v in raw.get("activities", {}).items()}
+
+
+def save(workdir: Path, entries: dict[int, Entry]) -> None:
+    path = workdir / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    data = {"activities": {str(k): asdict(v) for k, v in sorted(entries.items())}}
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,67 @@
+"""`apportion agent`: report this host to the master and run the processes it asks for."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import typer
+
+
+def _token(token_file: Path | None) -> str:
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as e:
+            raise typer.BadParameter(f"cannot read it: {e.strerror}", param_hint="--token-file") from None
+        if not token:
+            raise typer.BadParameter("the file is empty", param_hint="--token-file")
+        return token
+    token = os.environ.get("APPORTION_TOKEN", "").strip()
+    if not token:
+        raise typer.BadParameter("no token: pass --token-file FILE or set APPORTION_TOKEN",
+                                 param_hint="--token-file")
+    return token
+
+
+def agent_command(
+    master: str = typer.Option(..., "--master", help="The master's URL, or several separated by commas "
+                               "(tried in order; a standby's answer leads to the leader)."),
+    name: str = typer.Option(..., "--name", help="This host's name, as the master and plans know it."),
+    token_file: Path | None = typer.Option(None, "--token-file", help="A file holding an agent token for "
+                                           "this host (or an admin token); default: $APPORTION_TOKEN."),
+    slots: int | None = typer.Option(None, "--slots", min=0, help="Slots to offer (default: logical CPUs)."),
+    memory: float | None = typer.Option(None, "--memory", min=0, help="Memory in GB (default: the host's)."),
+    attribute: list[str] = typer.Option([], "--attribute", "-a", metavar="KEY=VALUE",
+                                        help="A host attribute for select(); repeatable. Numbers and "
+                                        "true/false are read as such."),
+    workdir: Path | None = typer.Option(None, "--workdir", help="Where the state file and activities' "
+                                        "output go (default: ./apportion-agent/NAME). One per agent."),
+    heartbeat: float | None = typer.Option(None, "--heartbeat", min=0.05, help="Seconds between heartbeats "
+                                           "(default: what the master says, 1 s)."),
+    light: bool = typer.Option(False, "--light", help="Start no processes: a start is reported running, "
+                               "a stop killed (for benchmarks)."),
+    count: int = typer.Option(1, "--count", min=1, help="Run N agents in this process, named NAME-0 .. "
+                              "NAME-(N-1), each with its own heartbeat loop (with --light, for benchmarks)."),
+    log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
+) -> None:
+    """Run an agent: register this host with the master, heartbeat, and start and stop its activities."""
+    from apportion.agent.facts import parse_attributes
+    from apportion.agent.launch import AgentConfig, WorkdirBusy, run
+
+    try:
+        attributes = parse_attributes(attribute)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--attribute") from None
+    masters = [u.strip() for u in master.split(",") if u.strip()]
+    if not masters:
+        raise typer.BadParameter("no URL", param_hint="--master")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    config = AgentConfig(masters=masters, name=name, token=_token(token_file), slots=slots, memory=memory,
+                         attributes=attributes, workdir=workdir, heartbeat=heartbeat, light=light, count=count)
+    try:
+        run(config)
+    except WorkdirBusy as e:
+        typer.echo(f"apportion agent: {e}", err=True)
+        raise typer.Exit(2) from None
