@@ -1,0 +1,31 @@
+"""The Python SDK of the live service (docs/service.md).
+
+```python
+from apportion.client import Client
+
+with Client("http://127.0.0.1:8470") as api:          # token: APPORTION_TOKEN or token_file=
+    me = api.register("my-app", "/Dev")
+    alloc = api.allocate("/Dev", "RG1", 1, 4, client=me)
+    with api.events(me) as events:
+        for event in events:                          # reconnects and resumes by itself
+            if event["type"] == "granted":
+                api.start_activity(alloc["id"], event["host"], ["./worker"])
+```
+
+``AsyncClient`` has the same calls, awaited, and ``async for`` over events.
+Every refusal raises ``ApportionError`` (``.status``, ``.detail``); no master
+reachable raises ``MasterUnavailable`` (status 0).
+"""
+
+from apportion.client._async import AsyncClient, AsyncEventStream
+from apportion.client._config import DEFAULT_MASTER
+from apportion.client._errors import ApportionError, MasterUnavailable
+from apportion.client._sse import SSEMessage, SSEParser
+from apportion.client._sync import Client, EventStream
+from apportion.client._types import Activity, Allocation, ConsumerRow, Event, Host, Output, PlanInForce
+
+__all__ = [
+    "Activity", "Allocation", "ApportionError", "AsyncClient", "AsyncEventStream", "Client", "ConsumerRow",
+    "DEFAULT_MASTER", "Event", "EventStream", "Host", "MasterUnavailable", "Output", "PlanInForce", "SSEMessage",
+    "SSEParser",
+]

@@ -1,0 +1,203 @@
+"""Every call of the HTTP API, written once for ``Client`` and ``AsyncClient``.
+
+Each method of ``Endpoints`` builds a ``Call`` (method, path, body, and how to
+pick the answer apart) and hands it to ``self._send``. ``Client._send`` sends
+it and returns the value; ``AsyncClient._send`` returns a coroutine of it, so
+``await client.allocate(...)`` reads the same. The value each call gives is in
+its annotation and docstring (``-> int``: the sync client's value; the async
+client's is an awaitable of it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from apportion.client._config import master_urls, resolve_token
+
+
+def _same(body: Any) -> Any:
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    path: str
+    json: Any = None
+    params: Mapping[str, Any] | None = None
+    content: str | None = None
+    content_type: str | None = None
+    pick: Callable[[Any], Any] = _same
+    timeout: float | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _key(name: str) -> Callable[[Any], Any]:
+    return lambda body: body[name]
+
+
+def _drop_none(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+class Endpoints:
+    """The API, one method a call. Subclasses provide ``_send(call)``."""
+
+    def __init__(self, master: str | Sequence[str] | None = None, *, token: str | None = None,
+                 token_file: str | os.PathLike[str] | None = None, timeout: float = 30.0,
+                 retry_for: float = 10.0) -> None:
+        from apportion.client._route import Masters
+
+        self._masters = Masters(master_urls(master))
+        self._token = resolve_token(token, token_file)
+        self._timeout = timeout
+        self._retry_for = retry_for
+        self._http = self._make_http(timeout)
+        self.client_id: int | None = None
+        """The id the last ``register`` gave: ``allocate`` uses it when no ``client`` is given."""
+
+    def _make_http(self, timeout: float) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @property
+    def master(self) -> str:
+        """The master URL that answered last."""
+        return self._masters.current
+
+    def _send(self, call: Call) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    # --- clients and allocations ---------------------------------------
+
+    def register(self, name: str, consumer: str) -> Any:
+        """Register (or re-register, keeping its allocations) a client: -> its id (int)."""
+        return self._send(Call("POST", "/v1/clients", json={"name": name, "consumer": consumer},
+                               pick=self._registered))
+
+    def _registered(self, body: Any) -> int:
+        self.client_id = int(body["id"])
+        return self.client_id
+
+    def allocate(self, consumer: str, group: str | Sequence[str] | None, min: int, max: int, *,
+                 client: int | None = None, slots_per_instance: int = 1, exclusive: bool = False,
+                 requirement: str | None = None) -> Any:
+        """Ask for slots: -> the new allocation (``Allocation``, with its ``id``).
+
+        ``group``: a resource group, an ordered list of them, or None (the
+        consumer's groups). ``client``: default, the id ``register`` gave.
+        """
+        if client is None:
+            client = self.client_id
+        if client is None:
+            raise ValueError("allocate: no client id: call register() first or pass client=")
+        body = {"client": client, "consumer": consumer,
+                "group": group if group is None or isinstance(group, str) else list(group),
+                "min": min, "max": max, "slots_per_instance": slots_per_instance, "exclusive": exclusive}
+        if group is None:
+            del body["group"]
+        if requirement is not None:
+            body["requirement"] = requirement
+        return self._send(Call("POST", "/v1/allocations", json=body))
+
+    def allocation(self, allocation: int) -> Any:
+        """-> ``Allocation``: what it holds by host, and what is being reclaimed from it."""
+        return self._send(Call("GET", f"/v1/allocations/{int(allocation)}"))
+
+    def allocations(self, consumer: str | None = None) -> Any:
+        """-> list of ``Allocation``, those of one consumer (subtree) if given."""
+        return self._send(Call("GET", "/v1/allocations", params=_drop_none(consumer=consumer),
+                               pick=_key("allocations")))
+
+    def change(self, allocation: int, *, min: int | None = None, max: int | None = None) -> Any:
+        """New ``min`` and/or ``max``: -> the master's answer (dict)."""
+        return self._send(Call("PATCH", f"/v1/allocations/{int(allocation)}", json=_drop_none(min=min, max=max)))
+
+    def release(self, allocation: int, hosts: Sequence[str] | None = None, *, blocked: bool = False) -> Any:
+        """Give back all of an allocation's slots, or those on ``hosts``; ``blocked``: never those hosts again."""
+        body: dict[str, Any] = {"blocked": blocked} if blocked else {}
+        if hosts is not None:
+            body["hosts"] = list(hosts)
+        return self._send(Call("POST", f"/v1/allocations/{int(allocation)}/release", json=body))
+
+    def delete(self, allocation: int) -> Any:
+        """End an allocation: its slots go back and its request is gone."""
+        return self._send(Call("DELETE", f"/v1/allocations/{int(allocation)}"))
+
+    # --- activities ------------------------------------------------------
+
+    def start_activity(self, allocation: int, host: str, argv: Sequence[str], *,
+                       env: Mapping[str, str] | None = None, cwd: str | None = None,
+                       slots: int | None = None) -> Any:
+        """Run ``argv`` on a granted host: -> ``{"id", "state"}``."""
+        body = {"host": host, "argv": list(argv), **_drop_none(env=dict(env) if env else None, cwd=cwd,
+                                                               slots=slots)}
+        return self._send(Call("POST", f"/v1/allocations/{int(allocation)}/activities", json=body))
+
+    def activity(self, activity: int) -> Any:
+        """-> ``Activity``: its state, exit code or signal."""
+        return self._send(Call("GET", f"/v1/activities/{int(activity)}"))
+
+    def activities(self, allocation: int | None = None) -> Any:
+        """-> list of ``Activity``, those of one allocation if given."""
+        return self._send(Call("GET", "/v1/activities", params=_drop_none(allocation=allocation),
+                               pick=_key("activities")))
+
+    def activity_output(self, activity: int) -> Any:
+        """-> ``Output``: the last lines of its stdout and stderr."""
+        return self._send(Call("GET", f"/v1/activities/{int(activity)}/output"))
+
+    def kill_activity(self, activity: int) -> Any:
+        """SIGTERM, then SIGKILL after the kill grace: -> ``{"id", "state"}``."""
+        return self._send(Call("POST", f"/v1/activities/{int(activity)}/kill"))
+
+    # --- events by long poll (the stream is ``events()``) --------------------
+
+    def poll_events(self, client: int, after: int | None = None, wait: float = 0.0) -> Any:
+        """Events after ``after``, waiting up to ``wait`` seconds for one: -> list of events."""
+        params = _drop_none(after=after, wait=wait)
+        return self._send(Call("GET", f"/v1/clients/{int(client)}/events", params=params,
+                               pick=_key("events"), timeout=wait + 10.0))
+
+    # --- hosts, consumers ------------------------------------------------
+
+    def hosts(self) -> Any:
+        """-> list of ``Host``: name, state, slots, free, attributes."""
+        return self._send(Call("GET", "/v1/hosts", pick=_key("hosts")))
+
+    def close_host(self, name: str, *, reclaim: bool = False) -> Any:
+        """Close a host (it takes no new work); ``reclaim``: also take back what runs there."""
+        return self._send(Call("POST", f"/v1/hosts/{name}/close", json={"reclaim": reclaim}))
+
+    def open_host(self, name: str) -> Any:
+        """Open a closed host again."""
+        return self._send(Call("POST", f"/v1/hosts/{name}/open"))
+
+    def consumers(self) -> Any:
+        """-> list of ``ConsumerRow``, one per consumer and group."""
+        return self._send(Call("GET", "/v1/consumers", pick=_key("consumers")))
+
+    # --- the plan, tokens ------------------------------------------------
+
+    def plan(self) -> Any:
+        """-> ``PlanInForce``: version, who applied it and when, and its text."""
+        return self._send(Call("GET", "/v1/plan"))
+
+    def apply_plan(self, text: str) -> Any:
+        """Put a plan (YAML or JSON text) in force: -> ``{"version"}``; a bad plan raises 422 with every problem."""
+        return self._send(Call("PUT", "/v1/plan", content=text, content_type="application/yaml"))
+
+    def diff_plan(self, text: str) -> Any:
+        """What a plan would reclaim or remove now, if applied: -> dict."""
+        return self._send(Call("POST", "/v1/plan/diff", content=text, content_type="application/yaml"))
+
+    def create_token(self, kind: str, *, consumer: str | None = None, host: str | None = None) -> Any:
+        """A new token (admin only): -> the token (str)."""
+        return self._send(Call("POST", "/v1/tokens", json={"kind": kind, **_drop_none(consumer=consumer, host=host)},
+                               pick=_key("token")))
+
+    def health(self) -> Any:
+        """-> the master's ``/healthz`` answer."""
+        return self._send(Call("GET", "/healthz"))

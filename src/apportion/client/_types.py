@@ -1,0 +1,70 @@
+"""The shapes of the master's answers (docs/service.md), as typed dictionaries.
+
+The master may add fields; these name the ones the contract promises.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+Event = dict[str, Any]
+"""One event: ``{"id", "type", "allocation", "host", "slots", ...}`` (docs/service.md, Events)."""
+
+
+class Reclaiming(TypedDict, total=False):
+    host: str
+    slots: int
+    deadline: float
+    # "for" (the beneficiary) is a keyword in Python: read it as reclaiming["for"]
+
+
+class Allocation(TypedDict, total=False):
+    id: int
+    client: int
+    consumer: str
+    min: int
+    max: int
+    held: int
+    hosts: dict[str, int]
+    reclaiming: list[Reclaiming]
+
+
+class Activity(TypedDict, total=False):
+    id: int
+    allocation: int
+    host: str
+    state: str
+    exit_code: int | None
+    signal: int | None
+
+
+class Output(TypedDict):
+    stdout: list[str]
+    stderr: list[str]
+
+
+class Host(TypedDict, total=False):
+    name: str
+    state: str
+    slots: int
+    free: int
+    attributes: dict[str, Any]
+
+
+class ConsumerRow(TypedDict, total=False):
+    consumer: str
+    group: str
+    owned: int
+    held: int
+    borrowed: int
+    lent: int
+    deserved: int
+    demand: int
+    shortfall: int
+
+
+class PlanInForce(TypedDict, total=False):
+    version: int
+    applied_by: str
+    applied_at: float
+    text: str
