@@ -1,6 +1,7 @@
 """The agent's line to the master: a list of URLs, tried in order, following the leader.
 
-A connection error moves on to the next URL; a 503 whose JSON names a `leader` moves to it.
+A connection error moves on to the next URL; a 503 whose JSON names a `leader` moves to it (read
+as the SDK reads it: apportion.client._route.leader_of).
 The token goes in the Authorization header and nowhere else (never into a log line).
 """
 
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 
 from apportion.agent.protocol import Json
+from apportion.client._route import leader_of
 
 
 class MasterUnreachable(Exception):
@@ -66,8 +68,8 @@ class MasterLink:
                 self.current = (self.current + 1) % len(self.urls)
                 continue
             if r.status_code == 503:
-                leader = _json(r).get("leader")
-                if isinstance(leader, str) and leader and self._follow(leader):
+                leader = leader_of(r)
+                if leader and self._follow(leader):
                     continue
                 last = f"{self.url}: 503 (not the leader)"
                 self.current = (self.current + 1) % len(self.urls)

@@ -4,7 +4,7 @@ Every heartbeat reports every activity not yet forgotten; the answer's commands 
 once and the next heartbeat follows straight away, so a start is reported running in the next
 request. When a process ends, an extra heartbeat with wait 0 goes out beside the long poll, so
 the master hears of the exit at once. A lost connection, or a 404/409 answer, means register
-again; failures are retried with a backoff that grows to 2 s.
+again; failures are retried with a backoff that grows to 1 s.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ DEFAULT_HEARTBEAT = 1.0
 DEFAULT_KILL_GRACE = 10.0
 POLL_INTERVAL = 0.05  # how often processes are looked at
 _SLACK = 10.0  # beyond a heartbeat's wait before the request is given up
-_BACKOFF = (0.1, 2.0)
+_BACKOFF = (0.1, 1.0)
 
 
 class Agent:
