@@ -23,7 +23,7 @@ HEARTBEAT = 0.2
 
 
 class FakeMaster:
-    def __init__(self, leader: str | None = None) -> None:
+    def __init__(self, leader: str | None = None, port: int = 0) -> None:
         self.leader = leader
         self.lock = threading.Lock()
         self.registers: list[tuple[str, dict[str, Any]]] = []
@@ -34,7 +34,7 @@ class FakeMaster:
         self.known: set[int] = set()  # activities this master started; others are stopped after a register
         self.heartbeats = 0
         self.app = self._app()
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning",
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning",
                                                     timeout_graceful_shutdown=1))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

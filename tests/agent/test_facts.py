@@ -18,8 +18,8 @@ def test_values_read_as_what_they_look_like(text: str, value: object) -> None:
 
 def test_attributes() -> None:
     assert parse_attributes(["rack=r1", "gpus=2", " zone = a=b "]) == {"rack": "r1", "gpus": 2, "zone": "a=b"}
-    for bad in ("novalue", "=x"):
-        with pytest.raises(ValueError, match=bad):
+    for bad in ("novalue", "=x", "my-key=1", "9a=1"):
+        with pytest.raises(ValueError, match=bad.split("=")[0] or "="):
             parse_attributes([bad])
 
 

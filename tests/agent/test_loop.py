@@ -147,6 +147,23 @@ def test_follows_the_leader_and_registers_again(master: FakeMaster, agents: Agen
     until(lambda: len(master.registers) == 2, what="a second register")
 
 
+def test_keeps_running_across_a_master_restart(agents: Agents, tmp_path: Path) -> None:
+    with FakeMaster() as first:
+        port = first.server.servers[0].sockets[0].getsockname()[1]
+        agents.start(first.url, "h1", tmp_path / "w")
+        first.send("h1", start_cmd(1, SLEEPS))
+        until(lambda: state_of(first, "h1", 1) == "running", what="activity 1 running")
+        pid = first.report("h1", 1)["pid"]
+    # The master is gone (the agent's long poll breaks) and comes back on the same port.
+    with FakeMaster(port=port) as second:
+        second.known.add(1)
+        until(lambda: second.registers, what="a register with the new master")
+        assert second.registers[0][1]["activities"] == [{"id": 1, "pid": pid}]
+        until(lambda: state_of(second, "h1", 1) == "running", what="activity 1 reported again")
+        second.send("h1", {"op": "stop", "activity": 1, "kill_grace": 5.0})
+        until(lambda: state_of(second, "h1", 1) == "killed", what="activity 1 killed")
+
+
 def test_light_agents_in_one_process(master: FakeMaster, agents: Agents, tmp_path: Path) -> None:
     agents.start(master.url, "l", tmp_path / "w", "--light", "--count", "3")
     until(lambda: len(master.registers) == 3, what="three registers")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import platform
+import re
 from dataclasses import dataclass, field
 
 import psutil
 
 AttributeValue = str | int | float | bool
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,10 @@ def parse_attributes(pairs: list[str]) -> dict[str, AttributeValue]:
     out: dict[str, AttributeValue] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ValueError(f"{pair!r} is not KEY=VALUE")
-        out[key.strip()] = parse_value(value.strip())
+        if not _KEY.fullmatch(key):
+            raise ValueError(f"{key!r}: a key is a name select() can use (letters, digits, _; not a digit first)")
+        out[key] = parse_value(value.strip())
     return out

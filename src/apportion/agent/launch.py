@@ -85,7 +85,7 @@ async def serve(config: AgentConfig) -> None:
             finally:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
-    log.info("agent stopped; its processes keep running")
+    log.info("agent stopped%s", "" if config.light else "; its activities keep running (the state file has them)")
 
 
 def run(config: AgentConfig) -> None:
