@@ -208,3 +208,15 @@ def test_a_reused_pid_is_not_adopted(tmp_path: Path) -> None:
     r = ProcessRunner(work)
     assert r.running() == []
     assert r.reports({})[0][0]["state"] == "exited"
+
+
+def test_output_waits_for_the_next_heartbeat_beyond_the_budget(runner: ProcessRunner,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("apportion.agent.runner.OUTPUT_BUDGET", 10)
+    for activity in (1, 2):
+        start(runner, activity, "print('x' * 50)")
+        ended(runner, activity)
+    first, marks = runner.reports({})
+    assert "stdout" in first[0] and "stdout" not in first[1]
+    second, _ = runner.reports(marks)
+    assert "stdout" not in second[0] and second[1]["stdout"] == ["x" * 50]

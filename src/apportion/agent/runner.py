@@ -23,6 +23,9 @@ from apportion.agent.statefile import Entry
 
 log = logging.getLogger("apportion.agent")
 
+# Output characters one heartbeat carries at most (beyond the one activity that crosses the line);
+# the master takes bodies of up to 1 MiB.
+OUTPUT_BUDGET = 256 * 1024
 # Never handed on to an activity: the agent's own credentials.
 _PRIVATE_ENV = ("APPORTION_TOKEN",)
 
@@ -153,6 +156,7 @@ class ProcessRunner:
     def reports(self, sent: dict[int, OutputMark]) -> tuple[list[Json], dict[int, OutputMark]]:
         out: list[Json] = []
         marks: dict[int, OutputMark] = {}
+        budget = OUTPUT_BUDGET  # what is left waits for the next heartbeat: its mark is not taken
         for aid, e in sorted(self.entries.items()):
             r: Json = {"id": aid, "state": e.state}
             if e.state == "running":
@@ -161,10 +165,11 @@ class ProcessRunner:
                 r["exit_code"], r["signal"] = e.exit_code, e.signal
             adir = self.activity_dir(aid)
             mark = (tails.size(adir / "stdout"), tails.size(adir / "stderr"))
-            if sent.get(aid) != mark and mark != (-1, -1):
+            if sent.get(aid) != mark and mark != (-1, -1) and budget > 0:
                 r["stdout"] = tails.last_lines(adir / "stdout")
                 r["stderr"] = tails.last_lines(adir / "stderr")
                 marks[aid] = mark
+                budget -= sum(len(line) for line in r["stdout"] + r["stderr"])
             out.append(r)
         return out, marks
 

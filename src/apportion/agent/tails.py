@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 TAIL_LINES = 100
+LINE_CHARS = 2000  # a longer line is cut to this, so one report stays well under the master's body limit
 _CHUNK = 64 * 1024
 _MAX_READ = 1024 * 1024  # never read more than this from the end of a file, however long its lines
 
@@ -26,7 +27,7 @@ def last_lines(path: Path, count: int = TAIL_LINES) -> list[str]:
     lines = data.decode("utf-8", errors="replace").splitlines()
     if start > 0 and lines:
         lines = lines[1:]  # the first one is cut
-    return lines[-count:]
+    return [line[:LINE_CHARS] for line in lines[-count:]]
 
 
 def size(path: Path) -> int:
