@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from apportion.cli.agent import agent_command
+from apportion.cli import live
 from apportion.cli.bench import bench_app
 from apportion.cli.importer import import_app
 
@@ -119,16 +120,24 @@ def validate(file: Path = typer.Argument(..., help="A plan or scenario file (YAM
 
 plan_app = typer.Typer(help="Plans: what a change would do before it is applied.", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
+live.register(app, plan_app)  # plan show|validate|apply, consumer, rg, alloc, host, activity, events, token
 
 
 @plan_app.command("diff")
 def plan_diff_cmd(
-    old: Path = typer.Argument(..., help="The plan in force, as a scenario: its timeline is played to the end."),
-    new: Path = typer.Argument(..., help="The new plan (its timeline, if any, is ignored)."),
+    old: Path = typer.Argument(..., help="The plan in force, as a scenario: its timeline is played to the end. "
+                               "Alone: the new plan, run against the live master's state."),
+    new: Path | None = typer.Argument(None, help="The new plan (its timeline, if any, is ignored)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    master: live.Master = None,
+    token_file: live.TokenFile = None,
 ) -> None:
     """What putting NEW in force would do to the cluster OLD describes: reclaims with
-    their deadlines, allocations removed, deserved shares before and after."""
+    their deadlines, allocations removed, deserved shares before and after.
+    With one file, what putting it in force on the live master would do right now."""
+    if new is None:
+        live.plan_diff_live(old, master, token_file, json_out)
+        return
     from apportion.plan import PlanError, load_plan
     from apportion.scenario.diff import plan_diff
 

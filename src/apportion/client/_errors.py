@@ -15,8 +15,10 @@ def describe(detail: Any) -> str:
         parts = []
         for item in detail:
             if isinstance(item, dict) and "msg" in item:
-                loc = ".".join(str(x) for x in item.get("loc", ()))
-                parts.append(f"{loc}: {item['msg']}" if loc else str(item["msg"]))
+                where = [".".join(str(x) for x in item.get("loc", ()))]
+                where += [f"line {item['line']}" if item.get("line") else "", str(item.get("field") or "")]
+                prefix = ": ".join(w for w in where if w)
+                parts.append(f"{prefix}: {item['msg']}" if prefix else str(item["msg"]))
             else:
                 parts.append(str(item))
         return "; ".join(parts)

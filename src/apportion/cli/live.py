@@ -1,0 +1,481 @@
+"""The commands that talk to a live master (docs/service.md), on the SDK.
+
+Every command takes ``--master URL`` (default ``APPORTION_MASTER``, else
+http://127.0.0.1:8470; a comma-separated list to follow a failover),
+``--token-file FILE`` (the token itself may come from ``APPORTION_TOKEN``) and
+``--json`` (the master's answer as JSON instead of a table). A refusal prints
+the master's detail, one problem a line, and exits 1; no master reachable
+exits 3.
+
+``register(app, plan_app)`` adds them to the ``apportion`` command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from apportion.client import ApportionError, Client, MasterUnavailable
+from apportion.client._errors import describe
+
+out = Console()
+err = Console(stderr=True)
+
+Master = Annotated[str | None, typer.Option(
+    "--master", envvar="APPORTION_MASTER", show_envvar=True,
+    help="The master's URL, or several separated by commas (the leader is followed). "
+         "Default: http://127.0.0.1:8470.")]
+TokenFile = Annotated[Path | None, typer.Option(
+    "--token-file", help="A file holding the token (its first line). Without it: APPORTION_TOKEN, "
+                         "else the file APPORTION_TOKEN_FILE names.")]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print the master's answer as JSON.")]
+
+
+# --- plumbing --------------------------------------------------------------------------
+
+
+def _client(master: str | None, token_file: Path | None, **kw: Any) -> Client:
+    """A client; a --token-file given on the command line wins over APPORTION_TOKEN."""
+    token = None
+    try:
+        if token_file is not None:
+            lines = token_file.read_text().strip().splitlines()
+            token = lines[0].strip() if lines else None
+        return Client(master, token=token, **kw)
+    except OSError as e:
+        err.print(f"[bold red]error:[/] cannot read the token file: {e.strerror}: {token_file}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except ValueError as e:
+        err.print(f"[bold red]error:[/] {e}", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def _fail(e: ApportionError) -> typer.Exit:
+    if isinstance(e, MasterUnavailable):
+        err.print(f"[bold red]error:[/] {describe(e.detail)}", soft_wrap=True, markup=True, highlight=False)
+        return typer.Exit(3)
+    items = e.detail if isinstance(e.detail, list) else [e.detail]
+    head = f"{e.method} {e.path}: " if e.method else ""
+    err.print(f"[bold red]error {e.status}:[/] {head}" + ("" if len(items) == 1 else f"{len(items)} problem(s):"),
+              end="" if len(items) == 1 else "\n", soft_wrap=True, highlight=False)
+    for item in items:
+        err.print(describe([item]), markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+def _run(master: str | None, token_file: Path | None, json_out: bool, call: Callable[[Client], Any],
+         render: Callable[[Any], None]) -> Any:
+    """Call the master; print its answer as JSON or through ``render``; errors exit non-zero."""
+    with _client(master, token_file) as api:
+        try:
+            value = call(api)
+        except ApportionError as e:
+            raise _fail(e) from None
+    if json_out:
+        print(json.dumps(value, indent=1))
+    else:
+        render(value)
+    return value
+
+
+def _table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c, justify="right" if c.isupper() and c not in ("CONSUMER", "GROUP", "HOST", "NAME",
+                                                                      "STATE", "ATTRIBUTES", "ARGV", "TYPE",
+                                                                      "FOR", "REASON", "HOSTS", "GROUPS") else
+                     "left")
+    for r in rows:
+        t.add_row(*("-" if v is None else str(v) for v in r))
+    return t
+
+
+def _when(ts: Any) -> str:
+    if not isinstance(ts, (int, float)):
+        return "-"
+    left = ts - time.time()
+    stamp = datetime.fromtimestamp(ts).strftime("%H:%M:%S")
+    return f"{stamp} (in {left:.0f}s)" if left >= 0 else f"{stamp} ({-left:.0f}s ago)"
+
+
+def _said(text: str) -> Callable[[Any], None]:
+    return lambda _value: out.print(text, soft_wrap=True, highlight=False)
+
+
+def _read(file: Path) -> str:
+    try:
+        return file.read_text()
+    except OSError as e:
+        err.print(f"[bold red]error:[/] cannot read {file}: {e.strerror}", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+# --- plan ------------------------------------------------------------------------------
+
+
+def plan_show(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """The plan in force on the master: its version, who applied it and when, and its text."""
+    def render(p: dict[str, Any]) -> None:
+        at = p.get("applied_at")
+        when = datetime.fromtimestamp(at).isoformat(timespec="seconds") if isinstance(at, (int, float)) else "-"
+        out.print(f"[bold]version {p.get('version')}[/], applied by {p.get('applied_by') or '-'} at {when}",
+                  highlight=False)
+        out.print(p.get("text", ""), markup=False, highlight=False, end="")
+
+    _run(master, token_file, json_out, lambda api: api.plan(), render)
+
+
+def plan_validate(file: Annotated[Path, typer.Argument(help="The plan to check (YAML or JSON).")],
+                  master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Check a plan against the live master (its hosts, its consumers) without applying it."""
+    _run(master, token_file, json_out, lambda api: api.diff_plan(_read(file)),
+         _said(f"[green]ok[/]: {file}: the master accepts it (nothing applied)"))
+
+
+def plan_apply(file: Annotated[Path, typer.Argument(help="The new plan (YAML or JSON).")],
+               master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Put a plan in force on the live master (all of it, or nothing if it has a problem)."""
+    _run(master, token_file, json_out, lambda api: api.apply_plan(_read(file)),
+         lambda v: out.print(f"[green]applied[/]: {file} is in force as version {v.get('version')}",
+                             soft_wrap=True, highlight=False))
+
+
+def plan_diff_live(file: Path, master: str | None, token_file: Path | None, json_out: bool) -> None:
+    """What putting ``file`` in force on the live master would reclaim or remove right now."""
+    def render(d: dict[str, Any]) -> None:
+        out.print(f"Putting {file} in force now would:", highlight=False)
+        shown = False
+        if d.get("reclaims"):
+            out.print(_table("reclaim (the holder keeps the slots until the deadline)",
+                             ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "DEADLINE", "FOR", "REASON"),
+                             ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
+                               _when(r.get("deadline")), r.get("beneficiary", r.get("for")), r.get("reason"))
+                              for r in d["reclaims"])))
+            shown = True
+        if d.get("removed"):
+            out.print(_table("remove at once (the new plan cannot hold them)",
+                             ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "REASON"),
+                             ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
+                               r.get("reason")) for r in d["removed"])))
+            shown = True
+        if d.get("grants"):
+            out.print(_table("grant", ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS"),
+                             ((g.get("request"), g.get("consumer"), g.get("group"), g.get("host"), g.get("slots"))
+                              for g in d["grants"])))
+            shown = True
+        if not shown:
+            out.print("nothing: no reclaim, no removal, no new grant.")
+
+    _run(master, token_file, json_out, lambda api: api.diff_plan(_read(file)), render)
+
+
+# --- consumers and resource groups -----------------------------------------------------
+
+_SHARE_COLUMNS = ("OWN", "SHARE", "ALLOC", "BORROWED", "LENT", "DEMAND", "SHORTFALL")
+_SHARE_FIELDS = ("owned", "deserved", "held", "borrowed", "lent", "demand", "shortfall")
+
+
+def _share_row(r: dict[str, Any]) -> list[Any]:
+    return [r.get(f) for f in _SHARE_FIELDS]
+
+
+consumer_app = typer.Typer(help="Consumers on the live master: what each owns, deserves, holds and wants.",
+                           no_args_is_help=True)
+
+
+@consumer_app.command("list")
+def consumer_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Every consumer in every resource group (SHARE is what it deserves now, ALLOC what it holds)."""
+    _run(master, token_file, json_out, lambda api: {"consumers": api.consumers()},
+         lambda v: out.print(_table(None, ("CONSUMER", "GROUP", *_SHARE_COLUMNS),
+                                    ([r.get("consumer"), r.get("group"), *_share_row(r)] for r in v["consumers"]))))
+
+
+@consumer_app.command("view")
+def consumer_view(path: Annotated[str, typer.Argument(help="A consumer path, e.g. /LOB1/app1.")],
+                  master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """One consumer: its numbers per resource group, and the allocations of its subtree."""
+    def call(api: Client) -> dict[str, Any]:
+        rows = [r for r in api.consumers() if r.get("consumer") == path]
+        if not rows:
+            raise ApportionError(404, f"no consumer {path}", method="GET", path="/v1/consumers")
+        return {"consumer": path, "groups": rows, "allocations": api.allocations(consumer=path)}
+
+    def render(v: dict[str, Any]) -> None:
+        out.print(_table(v["consumer"], ("GROUP", *_SHARE_COLUMNS),
+                         ([r.get("group"), *_share_row(r)] for r in v["groups"])))
+        _print_allocations(v["allocations"], f"allocations of {v['consumer']} and below")
+
+    _run(master, token_file, json_out, call, render)
+
+
+def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
+       master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """A resource group consumer by consumer, with EGO's columns: OWN, SHARE (deserved now),
+    ALLOC (held), BORROWED, LENT, DEMAND, SHORTFALL."""
+    def call(api: Client) -> dict[str, Any]:
+        rows = [r for r in api.consumers() if r.get("group") == name]
+        if not rows:
+            raise ApportionError(404, f"no consumer is planned in resource group {name}", method="GET",
+                                 path="/v1/consumers")
+        return {"group": name, "consumers": rows}
+
+    _run(master, token_file, json_out, call,
+         lambda v: out.print(_table(f"resource group {name}", ("CONSUMER", *_SHARE_COLUMNS),
+                                    ([r.get("consumer"), *_share_row(r)] for r in v["consumers"]))))
+
+
+# --- allocations -----------------------------------------------------------------------
+
+alloc_app = typer.Typer(help="Allocations on the live master.", no_args_is_help=True)
+
+
+def _hosts_text(hosts: dict[str, int] | None) -> str:
+    return ", ".join(f"{h}:{n}" for h, n in (hosts or {}).items()) or "-"
+
+
+def _print_allocations(allocs: list[dict[str, Any]], title: str | None = None) -> None:
+    out.print(_table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "HELD", "RECLAIMING", "HOSTS"),
+                     ([a.get("id"), a.get("client"), a.get("consumer"), ",".join(a.get("groups") or []) or "-",
+                       a.get("min"), a.get("max"), a.get("held"),
+                       sum(r.get("slots", 0) for r in a.get("reclaiming") or []), _hosts_text(a.get("hosts"))]
+                      for a in allocs)))
+
+
+@alloc_app.command("list")
+def alloc_list(consumer: Annotated[str | None, typer.Option("--consumer", help="Only this consumer's subtree.")]
+               = None, master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Every allocation the token may see (or those of one consumer's subtree)."""
+    _run(master, token_file, json_out, lambda api: {"allocations": api.allocations(consumer=consumer)},
+         lambda v: _print_allocations(v["allocations"]))
+
+
+@alloc_app.command("view")
+def alloc_view(id: Annotated[int, typer.Argument(help="The allocation id.")],
+               master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """One allocation: what it holds on each host, and what is being reclaimed from it."""
+    def render(a: dict[str, Any]) -> None:
+        _print_allocations([a], f"allocation {id}")
+        if a.get("hosts"):
+            out.print(_table("held", ("HOST", "SLOTS"), sorted(a["hosts"].items())))
+        if a.get("reclaiming"):
+            out.print(_table("being reclaimed", ("HOST", "SLOTS", "DEADLINE", "FOR"),
+                             ((r.get("host"), r.get("slots"), _when(r.get("deadline")), r.get("for"))
+                              for r in a["reclaiming"])))
+
+    _run(master, token_file, json_out, lambda api: api.allocation(id), render)
+
+
+@alloc_app.command("free")
+def alloc_free(id: Annotated[int, typer.Argument(help="The allocation id.")],
+               host: Annotated[list[str] | None, typer.Option(
+                   "--host", help="Give back only the slots on this host (repeatable); the allocation stays.")]
+               = None,
+               blocked: Annotated[bool, typer.Option("--blocked", help="With --host: never give these hosts to "
+                                                     "this allocation again.")] = False,
+               master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """End an allocation (its slots go back and it asks for nothing more), or with --host give back
+    only its slots on those hosts."""
+    if blocked and not host:
+        err.print("[bold red]error:[/] --blocked goes with --host")
+        raise typer.Exit(2)
+    if host:
+        _run(master, token_file, json_out, lambda api: api.release(id, host, blocked=blocked),
+             _said(f"allocation {id}: released its slots on {', '.join(host)}" + (" (blocked)" if blocked else "")))
+    else:
+        _run(master, token_file, json_out, lambda api: api.delete(id) or {"id": id, "deleted": True},
+             _said(f"allocation {id}: freed"))
+
+
+# --- hosts -----------------------------------------------------------------------------
+
+host_app = typer.Typer(help="Hosts reported by the agents.", no_args_is_help=True)
+
+
+@host_app.command("list")
+def host_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Every host: state (ok, closed, down), slots, free slots, attributes."""
+    _run(master, token_file, json_out, lambda api: {"hosts": api.hosts()},
+         lambda v: out.print(_table(None, ("NAME", "STATE", "SLOTS", "FREE", "ATTRIBUTES"),
+                                    ([h.get("name"), h.get("state"), h.get("slots"), h.get("free"),
+                                      " ".join(f"{k}={x}" for k, x in (h.get("attributes") or {}).items()) or "-"]
+                                     for h in v["hosts"]))))
+
+
+@host_app.command("close")
+def host_close(name: Annotated[str, typer.Argument(help="The host.")],
+               reclaim: Annotated[bool, typer.Option("--reclaim", help="Also take back what runs there now.")]
+               = False, master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Close a host: it takes no new work (and with --reclaim gives back what it runs)."""
+    _run(master, token_file, json_out, lambda api: api.close_host(name, reclaim=reclaim),
+         _said(f"host {name}: closed" + (", its slots reclaimed" if reclaim else "")))
+
+
+@host_app.command("open")
+def host_open(name: Annotated[str, typer.Argument(help="The host.")],
+              master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Open a closed host again."""
+    _run(master, token_file, json_out, lambda api: api.open_host(name), _said(f"host {name}: open"))
+
+
+# --- activities ------------------------------------------------------------------------
+
+activity_app = typer.Typer(help="Activities: the processes the agents run for allocations.", no_args_is_help=True)
+
+
+@activity_app.command("list")
+def activity_list(alloc: Annotated[int | None, typer.Option("--alloc", help="Only this allocation's.")] = None,
+                  master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Activities with their state, exit code or signal."""
+    _run(master, token_file, json_out, lambda api: {"activities": api.activities(alloc)},
+         lambda v: out.print(_table(None, ("ID", "ALLOC", "HOST", "STATE", "EXIT", "SIGNAL", "ARGV"),
+                                    ([a.get("id"), a.get("allocation"), a.get("host"), a.get("state"),
+                                      a.get("exit_code"), a.get("signal"), " ".join(a.get("argv") or []) or "-"]
+                                     for a in v["activities"]))))
+
+
+@activity_app.command("view")
+def activity_view(id: Annotated[int, typer.Argument(help="The activity id.")],
+                  master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """One activity and the last lines of its output."""
+    def render(v: dict[str, Any]) -> None:
+        a = v["activity"]
+        out.print(f"activity {a.get('id')} of allocation {a.get('allocation')} on {a.get('host')}: "
+                  f"{a.get('state')}" + (f", exit code {a['exit_code']}" if a.get("exit_code") is not None else "")
+                  + (f", signal {a['signal']}" if a.get("signal") is not None else ""), highlight=False)
+        for stream in ("stdout", "stderr"):
+            for line in v["output"].get(stream) or []:
+                out.print(f"{stream}: {line}", markup=False, highlight=False)
+
+    _run(master, token_file, json_out, lambda api: {"activity": api.activity(id), "output": api.activity_output(id)},
+         render)
+
+
+@activity_app.command("kill")
+def activity_kill(id: Annotated[int, typer.Argument(help="The activity id.")],
+                  master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Stop an activity: SIGTERM to its process group, SIGKILL after the kill grace."""
+    _run(master, token_file, json_out, lambda api: api.kill_activity(id),
+         lambda v: out.print(f"activity {id}: {v.get('state', 'stopping') if isinstance(v, dict) else 'stopping'}",
+                             highlight=False))
+
+
+# --- events ----------------------------------------------------------------------------
+
+events_app = typer.Typer(help="A client's events as they happen.", no_args_is_help=True)
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    rest = {k: v for k, v in e.items() if k not in ("id", "type", "allocation", "host", "slots")}
+    if "deadline" in rest:
+        rest["deadline"] = _when(rest["deadline"])
+    tail = " ".join(f"{k}={v}" for k, v in rest.items() if v is not None)
+    return (f"{e.get('id'):>6} {e.get('type', '?'):<17} alloc {e.get('allocation', '-')} "
+            f"{e.get('host') or '-'} x{e.get('slots', '-')} {tail}").rstrip()
+
+
+@events_app.command("tail")
+def events_tail(client: Annotated[int | None, typer.Option(
+                    "--client", envvar="APPORTION_CLIENT", help="The client id whose events to show.")] = None,
+                after: Annotated[int | None, typer.Option("--after", help="Start after this event id "
+                                                          "(default: from the first one kept).")] = None,
+                count: Annotated[int | None, typer.Option("--count", "-n", help="Stop after this many events.")]
+                = None,
+                follow: Annotated[bool, typer.Option("--follow/--no-follow", help="Keep waiting for new events "
+                                                     "(default), or print those there now and stop.")] = True,
+                master: Master = None, token_file: TokenFile = None,
+                json_out: Annotated[bool, typer.Option("--json", help="One JSON event a line.")] = False) -> None:
+    """Print a client's events as they come (reconnecting by itself); Ctrl-C stops."""
+    if client is None:
+        err.print("[bold red]error:[/] say whose events: --client ID (or APPORTION_CLIENT)")
+        raise typer.Exit(2)
+
+    def show(e: dict[str, Any]) -> None:
+        if json_out:
+            print(json.dumps(e), flush=True)
+        else:
+            out.print(_event_line(e), markup=False, highlight=False, soft_wrap=True)
+
+    shown = 0
+    with _client(master, token_file) as api:
+        try:
+            if not follow:
+                for e in api.poll_events(client, after=after, wait=0)[:count]:
+                    show(e)
+                return
+            with api.events(client, after=after) as stream:
+                for e in stream:
+                    show(e)
+                    shown += 1
+                    if count is not None and shown >= count:
+                        return
+        except ApportionError as e:
+            raise _fail(e) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+
+# --- tokens ----------------------------------------------------------------------------
+
+token_app = typer.Typer(help="Bearer tokens (an admin token is needed to make any).", no_args_is_help=True)
+
+
+@token_app.command("create")
+def token_create(admin: Annotated[bool, typer.Option("--admin", help="An admin token: every call.")] = False,
+                 consumer: Annotated[str | None, typer.Option("--consumer", metavar="PATH",
+                                                              help="A token for this consumer's subtree.")] = None,
+                 agent: Annotated[str | None, typer.Option("--agent", metavar="HOST",
+                                                           help="An agent token for this host only.")] = None,
+                 output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the token to this file "
+                                                             "(readable by its owner only) instead of printing it.")]
+                 = None,
+                 master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Make a new token of one kind: --admin, --consumer PATH or --agent HOST."""
+    kinds = [k for k, given in (("admin", admin), ("consumer", consumer), ("agent", agent)) if given]
+    if len(kinds) != 1:
+        err.print("[bold red]error:[/] give exactly one of --admin, --consumer PATH, --agent HOST")
+        raise typer.Exit(2)
+    with _client(master, token_file) as api:
+        try:
+            token = api.create_token(kinds[0], consumer=consumer, host=agent)
+        except ApportionError as e:
+            raise _fail(e) from None
+    if output is not None:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token + "\n")
+        os.chmod(output, 0o600)
+        if json_out:
+            print(json.dumps({"kind": kinds[0], "file": str(output)}))
+        else:
+            out.print(f"a new {kinds[0]} token is in {output}", highlight=False)
+    elif json_out:
+        print(json.dumps({"kind": kinds[0], "token": token}))
+    else:
+        print(token)
+
+
+# --- registration ----------------------------------------------------------------------
+
+
+def register(app: typer.Typer, plan_app: typer.Typer) -> None:
+    """Add the live commands to ``apportion`` and its ``plan`` group."""
+    plan_app.command("show")(plan_show)
+    plan_app.command("validate")(plan_validate)
+    plan_app.command("apply")(plan_apply)
+    app.add_typer(consumer_app, name="consumer")
+    app.command("rg")(rg)
+    app.add_typer(alloc_app, name="alloc")
+    app.add_typer(host_app, name="host")
+    app.add_typer(activity_app, name="activity")
+    app.add_typer(events_app, name="events")
+    app.add_typer(token_app, name="token")
