@@ -58,6 +58,7 @@ def agent_command(
     if not masters:
         raise typer.BadParameter("no URL", param_hint="--master")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per heartbeat
     config = AgentConfig(masters=masters, name=name, token=_token(token_file), slots=slots, memory=memory,
                          attributes=attributes, workdir=workdir, heartbeat=heartbeat, light=light, count=count)
     try:
