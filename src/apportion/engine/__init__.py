@@ -7,6 +7,8 @@ and the tests all drive this same class.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable
+from dataclasses import replace
 
 from apportion.engine.cycle import Cycle
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
@@ -16,6 +18,7 @@ from apportion.engine.model import (
     Consumer,
     GroupSettings,
     Host,
+    HostFilter,
     HostState,
     Plan,
     Policy,
@@ -26,7 +29,20 @@ from apportion.engine.model import (
 from apportion.engine.report import Report, build_report
 from apportion.engine.ownership import prepared
 from apportion.engine.replan import after_host_change, rebuild
-from apportion.engine.state import ClusterState
+from apportion.engine.state import ClusterState, PendingReclaim
+
+
+class _Blocked:
+    """A request's requirement with hosts the client blocked (never given to it again)."""
+
+    __slots__ = ("blocked", "inner")
+
+    def __init__(self, blocked: frozenset[str], inner: HostFilter | None) -> None:
+        self.blocked = blocked
+        self.inner = getattr(inner, "inner", inner)  # blocking again wraps the first filter once
+
+    def __call__(self, host: Host) -> bool:
+        return host.name not in self.blocked and (self.inner is None or self.inner(host))
 
 
 class Engine:
@@ -50,6 +66,39 @@ class Engine:
     def release(self, request_id: str) -> None:
         """The client is done: every slot of the request goes back."""
         self.state.close_request(request_id)
+
+    def release_hosts(self, request_id: str, hosts: Iterable[str], block: bool = False) -> int:
+        """The client gives back what the request holds on ``hosts`` (its max stays: it
+        may be granted elsewhere). ``block``: those hosts never serve it again.
+        Returns the slots given back."""
+        rs = self.state.requests[request_id]
+        names = set(hosts)
+        if block:
+            blocked = frozenset(names) | getattr(rs.spec.requirement, "blocked", frozenset())
+            rs.spec = replace(rs.spec, requirement=_Blocked(blocked, rs.spec.requirement))
+        gone = [a for a in rs.allocs.values() if a.host in names]
+        for a in gone:
+            self.state.remove(a)
+        self.state.touch()
+        return sum(a.slots for a in gone)
+
+    def restore(self, request: Request, held: Iterable[tuple[int, str, str, int, str, PendingReclaim | None]],
+                blocked: Iterable[str] = ()) -> None:
+        """Put back an open request and what it held, as stored by the service: each
+        allocation as (id, group, host, slots, source, pending reclaim or None). Ids are
+        kept, so the service's books and the engine's keep naming the same allocations."""
+        names = frozenset(blocked)
+        if names:
+            request = replace(request, requirement=_Blocked(names, request.requirement))
+        s = self.state
+        s.add_request(request)
+        rs = s.requests[request.id]
+        for aid, group, host, slots, source, reclaim in held:
+            s._next_id, after = aid, max(s._next_id, aid + 1)
+            a = s.add(rs, group, host, slots, source)
+            s._next_id = after
+            if reclaim is not None:
+                s.mark(a, slots, reclaim)
 
     def apply_plan(self, plan: Plan) -> list[Removal]:
         """Put a new plan in force, atomically: the new state is built aside and swapped

@@ -104,6 +104,13 @@ def rebuild(old: ClusterState, plan: Plan, *, reassign: bool = True) -> Rebuilt:
                 beneficiary = r.beneficiary
                 if beneficiary in new.consumers or beneficiary.startswith("pool:"):
                     new.mark(b, b.slots, PendingReclaim(r.deadline, beneficiary, r.reason))
+    # the live service's books carry over: processes still use what they used, and
+    # fenced slots stay fenced until they are gone (hosts no longer planned drop out)
+    new.changed = old.changed
+    new.in_use = dict(old.in_use)
+    for (rid, host), n in old.fences.items():
+        if host in new.hosts:
+            new.fence(rid, host, n)
     new.touch()
     return out
 

@@ -189,6 +189,14 @@ class ClusterState:
         # reclaims nothing for that group until the world changes (a new epoch)
         self.futile: dict[tuple[str, str], int] = {}
         self.epoch = 0
+        # the live service's books (engine/live.py); empty and unused in `solve`:
+        # allocation ids added, changed or removed since the caller last took them
+        self.changed: set[int] | None = None
+        # (request, host) -> slots its running processes use there
+        self.in_use: dict[tuple[str, str], int] = {}
+        # (request, host) -> slots that left the request while its processes still use
+        # them: not free until the processes are gone (a slot is never used twice)
+        self.fences: dict[tuple[str, str], int] = {}
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
@@ -393,6 +401,8 @@ class ClusterState:
         self._next_id = aid + 1
         a = Allocation(aid, spec.id, leaf, group, host, slots, source)
         self.allocs[aid] = a
+        if self.changed is not None:
+            self.changed.add(aid)
         self.by_host[host][aid] = a
         rs.allocs[aid] = a
         self._held_by(rs, slots)
@@ -430,6 +440,8 @@ class ClusterState:
         return a
 
     def remove(self, a: Allocation) -> None:
+        if self.changed is not None:
+            self.changed.add(a.id)
         self._count(a, -1)
         self._held_delta(a, -a.slots)
         del self.allocs[a.id]
@@ -446,11 +458,76 @@ class ClusterState:
         if h.exclusive_for == a.request and not any(x.request == a.request for x in self.by_host[a.host].values()):
             h.exclusive_for = None
         if h.state is not HostState.DOWN:
-            change_free(h, a.slots)
+            fence = self._fence_on_remove(a) if self.in_use else 0
+            change_free(h, a.slots - fence)
         else:
             h.free += a.slots
         if h.free > 0:
             self.with_free.add(a.host)
+
+    def held_on(self, request: str, host: str) -> int:
+        rs = self.requests.get(request)
+        return sum(x.slots for x in rs.allocs.values() if x.host == host) if rs is not None else 0
+
+    def _fence_on_remove(self, a: Allocation) -> int:
+        """Slots of ``a`` (already taken off its request) that its processes still use:
+        they stay off the host's free slots until those processes are gone."""
+        key = (a.request, a.host)
+        used = self.in_use.get(key, 0)
+        if not used:
+            return 0
+        fenced = self.fences.get(key, 0)
+        fence = min(a.slots, max(0, used - self.held_on(a.request, a.host) - fenced))
+        if fence:
+            self.fences[key] = fenced + fence
+        return fence
+
+    def set_in_use(self, request: str, host: str, slots: int) -> int:
+        """Processes of ``request`` now use ``slots`` on ``host``; slots fenced for it
+        that no process uses any more are freed. Returns how many were freed."""
+        key = (request, host)
+        if slots:
+            self.in_use[key] = slots
+        else:
+            self.in_use.pop(key, None)
+        fenced = self.fences.get(key, 0)
+        if not fenced:
+            return 0
+        keep = min(fenced, max(0, slots - self.held_on(request, host)))
+        return self.unfence(request, host, fenced - keep)
+
+    def fence(self, request: str, host: str, slots: int) -> None:
+        """Keep ``slots`` of ``host`` off its free slots for ``request``'s processes
+        (recovery from the store, and a plan change carrying fences over)."""
+        key = (request, host)
+        self.fences[key] = self.fences.get(key, 0) + slots
+        h = self.hosts[host]
+        if h.state is not HostState.DOWN:
+            change_free(h, -slots)
+        else:
+            h.free -= slots
+        if h.free <= 0:
+            self.with_free.discard(host)
+
+    def unfence(self, request: str, host: str, slots: int) -> int:
+        key = (request, host)
+        if slots <= 0 or key not in self.fences:
+            return 0
+        left = self.fences[key] - slots
+        if left > 0:
+            self.fences[key] = left
+        else:
+            del self.fences[key]
+        h = self.hosts.get(host)
+        if h is not None:
+            if h.state is not HostState.DOWN:
+                change_free(h, slots)
+            else:
+                h.free += slots
+            if h.free > 0:
+                self.with_free.add(host)
+        self.touch()
+        return slots
 
     def release(self, a: Allocation, slots: int | None = None) -> None:
         """Give back ``slots`` of an allocation (all of it by default)."""
@@ -467,6 +544,9 @@ class ClusterState:
         self._count(a, +1)
         b = Allocation(self._next_id, a.request, a.consumer, a.group, a.host, slots, a.source, a.reclaim)
         self._next_id += 1
+        if self.changed is not None:
+            self.changed.add(a.id)
+            self.changed.add(b.id)
         self.allocs[b.id] = b
         self.by_host[b.host][b.id] = b
         rs = self.requests.get(b.request)
@@ -479,6 +559,8 @@ class ClusterState:
         return b
 
     def retag(self, a: Allocation, source: str) -> None:
+        if self.changed is not None:
+            self.changed.add(a.id)
         self._count(a, -1)
         a.source = source
         self._count(a, +1)
@@ -486,6 +568,8 @@ class ClusterState:
     def mark(self, a: Allocation, slots: int, mark: PendingReclaim) -> Allocation:
         if slots < a.slots:
             a = self.split(a, slots)
+        if self.changed is not None:
+            self.changed.add(a.id)
         if a.reclaim is None:
             # what _count(-1), the mark, and _count(+1) come to: the holder's counts by
             # source stay; the allocation leaves its source index for the reclaim books
@@ -504,6 +588,8 @@ class ClusterState:
 
     def unmark(self, a: Allocation) -> None:
         """Call a reclaim off: the holder keeps the slots."""
+        if self.changed is not None:
+            self.changed.add(a.id)
         self._count(a, -1)
         a.reclaim = None
         self._count(a, +1)
@@ -540,6 +626,11 @@ class ClusterState:
         h = self.hosts[name]
         lost: list[Removal] = []
         if state is HostState.DOWN:
+            # its processes are gone with it: nothing stays fenced there
+            for key in [k for k in self.in_use if k[1] == name]:
+                del self.in_use[key]
+            for key in [k for k in self.fences if k[1] == name]:
+                change_free(h, self.fences.pop(key))
             for a in list(self.by_host[name].values()):
                 lost.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "lost: host down"))
                 self.remove(a)

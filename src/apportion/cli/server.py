@@ -1,0 +1,135 @@
+"""`apportion server` and `apportion server init`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import typer
+
+server_app = typer.Typer(help="The live master: allocation API, agents, durable store (docs/service.md).",
+                         invoke_without_command=True)
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object a line: time, level, logger, message (and the error, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"time": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+               "msg": record.getMessage()}
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def _logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = []
+        lg.propagate = True
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+
+
+def _db_url(db: str | None) -> str:
+    from apportion.service.store.db import DEFAULT_URL, normalise_url
+
+    return normalise_url(db or os.environ.get("APPORTION_DB") or DEFAULT_URL)
+
+
+def _hostport(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise typer.BadParameter(f"{listen!r}: give HOST:PORT, for example 127.0.0.1:8470", param_hint="--listen")
+    return host.strip("[]"), int(port)
+
+
+@server_app.callback()
+def server(
+    ctx: typer.Context,
+    plan: Path | None = typer.Option(None, "--plan", help="The plan to put in force (YAML or JSON). Without it, "
+                                     "the plan in force in the store is used.", exists=True, dir_okay=False),
+    db: str | None = typer.Option(None, "--db", help="sqlite:///path (default ./apportion.db) or "
+                                  "postgresql+psycopg://user@host/db. Env: APPORTION_DB."),
+    listen: str = typer.Option("127.0.0.1:8470", "--listen", help="HOST:PORT to serve on."),
+    advertise: str | None = typer.Option(None, "--advertise", help="The URL others reach this master at "
+                                         "(default http(s)://LISTEN): a standby names it to clients."),
+    tick: float = typer.Option(1.0, "--tick", help="Seconds between timer cycles (reclaim deadlines)."),
+    heartbeat: float = typer.Option(1.0, "--heartbeat", help="The agents' heartbeat interval, seconds."),
+    kill_grace: float = typer.Option(10.0, "--kill-grace", help="SIGTERM, then SIGKILL after this many seconds."),
+    ssl_certfile: Path | None = typer.Option(None, "--ssl-certfile", help="TLS certificate (PEM)."),
+    ssl_keyfile: Path | None = typer.Option(None, "--ssl-keyfile", help="TLS private key (PEM)."),
+    log_level: str = typer.Option("info", "--log-level"),
+) -> None:
+    """Run the master. It binds 127.0.0.1 unless told otherwise."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import uvicorn
+
+    from apportion.plan import PlanError
+    from apportion.service import liveplan
+    from apportion.service.app import ServerConfig, create_app
+    from apportion.service.master import Settings
+    from apportion.service.store.db import make_engine, upgrade
+    from apportion.service.store.writer import StoreWriter
+
+    _logging(log_level)
+    log = logging.getLogger("apportion.server")
+    host, port = _hostport(listen)
+    tls = ssl_certfile is not None and ssl_keyfile is not None
+    if host not in ("127.0.0.1", "localhost", "::1") and not tls:
+        bar = "!" * 78
+        typer.echo(f"{bar}\nWARNING: listening on {host}:{port} WITHOUT TLS. Bearer tokens cross the network in "
+                   f"clear text.\nPass --ssl-certfile and --ssl-keyfile, or listen on 127.0.0.1.\n{bar}", err=True)
+        log.warning("listening on %s:%s without TLS", host, port)
+    url = _db_url(db)
+    engine = make_engine(url)
+    upgrade(engine)
+    writer = StoreWriter(engine)
+    if plan is not None:
+        text = plan.read_text(encoding="utf-8")
+        try:
+            liveplan.parse(text, str(plan))
+        except PlanError as e:
+            for p in e.problems:
+                typer.echo(str(p), err=True)
+            raise typer.Exit(2) from None
+        writer.put_first_plan(text, f"apportion server --plan {plan}")
+    elif writer.plan_in_force() is None:
+        typer.echo("the store holds no plan yet: start the server with --plan PLAN", err=True)
+        raise typer.Exit(2)
+    scheme = "https" if tls else "http"
+    shown = f"[{host}]" if ":" in host else host
+    config = ServerConfig(url=advertise or f"{scheme}://{shown}:{port}",
+                          settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace))
+    app = create_app(engine, config)
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, timeout_graceful_shutdown=3,
+                ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+                ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None)
+
+
+@server_app.command("init")
+def init(
+    token_file: Path = typer.Option(..., "--token-file", help="Where to write the admin token (mode 0600)."),
+    db: str | None = typer.Option(None, "--db", help="The store (as for `apportion server`)."),
+) -> None:
+    """Create the store's schema and write a first admin token to a file only its owner can read."""
+    from apportion.service.store.db import make_engine, upgrade
+    from apportion.service.store.writer import StoreWriter
+
+    engine = make_engine(_db_url(db))
+    upgrade(engine)
+    token = StoreWriter(engine).create_token("admin")
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.chmod(token_file, 0o600)
+    typer.echo(f"admin token written to {token_file} (mode 0600) at {time.strftime('%Y-%m-%d %H:%M:%S')}")

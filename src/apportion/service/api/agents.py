@@ -1,0 +1,51 @@
+"""The agents' side: register a host, heartbeat, and get commands (docs/service.md, "The agent protocol")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException
+
+from apportion.service.api.deps import master, run
+from apportion.service.api.schemas import AgentHeartbeat, AgentRegister, HostName
+from apportion.service.auth import Principal, principal, require_host
+from apportion.service.master import Master
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"])
+
+
+@router.post("/{host}/register")
+async def register(host: HostName, body: AgentRegister, p: Principal = Depends(principal),
+                   m: Master = Depends(master)) -> dict[str, Any]:
+    require_host(p, host)
+    await run(m, m.op_agent_register(host, body.slots, body.memory, body.os, dict(body.attributes),
+                                     [a.id for a in body.activities]))
+    return {"host": host, "heartbeat": m.settings.heartbeat, "kill_grace": m.settings.kill_grace}
+
+
+@router.post("/{host}/heartbeat")
+async def heartbeat(host: HostName, body: AgentHeartbeat, p: Principal = Depends(principal),
+                    m: Master = Depends(master)) -> dict[str, Any]:
+    require_host(p, host)
+    h = m.hosts.get(host)
+    if h is None:
+        raise HTTPException(404, f"host {host} is not registered: register first")
+    h.last_seen = time.time()
+    reports = [a.model_dump() for a in body.activities]
+    if m.reports_change(host, reports):
+        await run(m, m.op_agent_reports(host, reports))
+    listed = {a.id: a.state for a in body.activities}
+    commands = m.commands_for(host, listed)
+    if not commands and body.wait > 0:
+        w = m.host_waiters.get(host)
+        if w is None:
+            w = m.host_waiters[host] = asyncio.Event()
+        try:
+            await asyncio.wait_for(w.wait(), min(body.wait, m.settings.heartbeat))
+        except TimeoutError:
+            pass
+        h.last_seen = time.time()
+        commands = m.commands_for(host, listed)
+    return {"commands": commands, "heartbeat": m.settings.heartbeat}

@@ -1,0 +1,109 @@
+"""Hosts, consumers, the plan and tokens: what administrators use."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, HTTPException, Request
+
+from apportion.service.api.deps import master, run
+from apportion.service.api.schemas import HostClose, HostName, TokenIn
+from apportion.service.auth import Principal, admin, user
+from apportion.service.master import ApiError, Master
+
+router = APIRouter(prefix="/v1", tags=["cluster"])
+
+_PLAN_BODY = Body(..., media_type="text/plain", description="The plan's text: YAML or JSON (docs/plan-format.md)")
+
+
+@router.get("/hosts")
+async def list_hosts(p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    return {"hosts": [{"name": h.name, "state": h.state, "slots": h.slots, "free": m.free_on(h.name),
+                       "used": m.host_used.get(h.name, 0), "memory": h.memory, "os": h.os,
+                       "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen}
+                      for h in sorted(m.hosts.values(), key=lambda h: h.name)]}
+
+
+@router.post("/hosts/{name}/close")
+async def close_host(name: HostName, body: HostClose | None = None, p: Principal = Depends(admin),
+                     m: Master = Depends(master)) -> dict[str, Any]:
+    """Take no new work; with ``reclaim``, also take back what runs there now."""
+    if name not in m.hosts:
+        raise HTTPException(404, f"no host {name}")
+    h = await run(m, m.op_close_host(name, (body or HostClose()).reclaim))
+    return {"name": h.name, "state": h.state}
+
+
+@router.post("/hosts/{name}/open")
+async def open_host(name: HostName, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+    if name not in m.hosts:
+        raise HTTPException(404, f"no host {name}")
+    h = await run(m, m.op_open_host(name))
+    return {"name": h.name, "state": h.state}
+
+
+@router.get("/consumers")
+async def consumers(p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    """Per consumer and resource group: EGO's rg view."""
+    report = await run(m, m.op_report())
+    out = []
+    for path, line in report.consumers.items():
+        if not p.may_see(path):
+            continue
+        for g, gl in line.groups.items():
+            out.append({"consumer": path, "group": g, "owned": gl.planned_owned, "held": gl.held,
+                        "held_owned": gl.owned, "borrowed": gl.borrowed, "lent": gl.lent, "shared": gl.shared,
+                        "deserved": gl.deserved, "demand": gl.demand, "shortfall": gl.shortfall})
+    return {"consumers": out}
+
+
+@router.get("/plan")
+async def get_plan(p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+    return {"version": m.plan_version, "applied_by": m.plan_by, "applied_at": m.plan_at, "text": m.plan_text}
+
+
+async def _text(request: Request) -> str:
+    raw = await request.body()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HTTPException(422, "plan: the body is not UTF-8 text") from None
+
+
+@router.put("/plan", openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                                    "required": True}})
+async def put_plan(request: Request, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+    """Validate and put a new plan in force, atomically; 422 lists every problem and
+    leaves the plan in force as it was."""
+    text = await _text(request)
+    version = await run(m, m.op_apply_plan(text, p.name))
+    return {"version": version}
+
+
+@router.post("/plan/diff", openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                                          "required": True}})
+async def diff_plan(request: Request, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+    """What the plan would reclaim and remove right now, run on a copy of the live state."""
+    text = await _text(request)
+
+    def shadow(batch, now):  # noqa: ANN001 - runs in the master's task, on its engine
+        return m.diff_plan(text)
+    return await run(m, shadow)
+
+
+@router.post("/tokens", status_code=201)
+async def create_token(body: TokenIn, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+    if body.kind == "consumer":
+        if body.consumer is None:
+            raise HTTPException(422, "consumer: a consumer token needs the consumer path it is scoped to")
+        if body.consumer != "/" and body.consumer not in m.engine_consumers():
+            raise HTTPException(422, f"consumer: {body.consumer} is not a consumer of the plan in force")
+    if body.kind == "agent" and body.host is None:
+        raise HTTPException(422, "host: an agent token needs the host it reports for")
+    try:
+        token = await asyncio.to_thread(m.writer.create_token, body.kind, body.consumer if body.kind == "consumer"
+                                        else None, body.host if body.kind == "agent" else None)
+    except ApiError as e:
+        raise HTTPException(e.status, e.detail) from None
+    return {"token": token, "kind": body.kind}

@@ -1,0 +1,90 @@
+"""A client's events: Server-Sent Events that resume after Last-Event-ID, or a long poll.
+
+Events are stored in the same transaction as the decisions they announce, so a
+client that reconnects, even to a restarted master, gets every event after its
+last id, none twice."""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+
+from apportion.service.api.deps import master
+from apportion.service.auth import Principal, require_consumer, user
+from apportion.service.master import Master
+
+router = APIRouter(prefix="/v1", tags=["events"])
+KEEPALIVE = 15.0
+
+
+
+async def since(m: Master, client: int, after: int, limit: int = 1000) -> list[dict[str, Any]]:
+    recent = m.recent_events.get(client, [])
+    floor = m.recent_floor.get(client, m.first_event - 1)
+    if after >= floor:
+        ids = [e["id"] for e in recent]
+        return recent[bisect.bisect_right(ids, after):][:limit]
+    return await asyncio.to_thread(m.writer.events_after, client, after, limit)
+
+
+async def wait_for(m: Master, client: int, timeout: float) -> None:
+    w = m.event_waiters.get(client)
+    if w is None:
+        w = m.event_waiters[client] = asyncio.Event()
+    try:
+        await asyncio.wait_for(w.wait(), timeout)
+    except TimeoutError:
+        pass
+
+
+def _client(m: Master, p: Principal, client_id: int) -> None:
+    c = m.clients.get(client_id)
+    if c is None:
+        raise HTTPException(404, f"no client {client_id}")
+    require_consumer(p, c.consumer)
+
+
+@router.get("/clients/{client_id}/events", responses={200: {"content": {"text/event-stream": {}}}})
+async def client_events(request: Request, client_id: int,
+                        after: int | None = Query(None, ge=0, description="long poll: events after this id"),
+                        wait: float | None = Query(None, ge=0, le=60, description="long poll: seconds to wait"),
+                        last_event_id: str | None = Header(None), accept: str | None = Header(None),
+                        p: Principal = Depends(user), m: Master = Depends(master)) -> Any:
+    """Server-Sent Events (``Accept: text/event-stream``, or no ``after``/``wait``), or a
+    long poll answering ``{"events": [...]}`` as soon as there is one, or after ``wait`` seconds."""
+    _client(m, p, client_id)
+    sse = "text/event-stream" in (accept or "") or (after is None and wait is None)
+    if not sse:
+        start = after or 0
+        got = await since(m, client_id, start)
+        if not got and wait:
+            await wait_for(m, client_id, wait)
+            got = await since(m, client_id, start)
+        return {"events": got, "last": got[-1]["id"] if got else start}
+    try:
+        start = int(last_event_id) if last_event_id else (after or 0)
+    except ValueError:
+        raise HTTPException(422, "Last-Event-ID: must be an event id (an integer)") from None
+
+    async def stream() -> AsyncIterator[bytes]:
+        last = start
+        while not await request.is_disconnected():
+            got = await since(m, client_id, last)
+            if not got:
+                yield b": keepalive\n\n"
+                await wait_for(m, client_id, KEEPALIVE)
+                continue
+            chunk = []
+            for e in got:
+                chunk.append(f"id: {e['id']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n")
+                last = e["id"]
+            yield "".join(chunk).encode()
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,92 @@
+"""Request bodies. Unknown fields are refused, so a misspelt field is an error, not ignored."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.@:+-]+$")]
+ConsumerPath = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^/[^\s]*$")]
+HostName = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")]
+Count = Annotated[int, Field(ge=0, le=1_000_000)]
+AttrValue = str | int | float | bool
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClientIn(_In):
+    name: Name
+    consumer: ConsumerPath
+
+
+class AllocationIn(_In):
+    client: Annotated[int, Field(ge=1)]
+    consumer: ConsumerPath
+    group: Name | Annotated[list[Name], Field(min_length=1, max_length=100)] | None = None
+    min: Count = 0
+    max: Count
+    slots_per_instance: Annotated[int, Field(ge=1, le=10_000)] = 1
+    exclusive: bool = False
+    requirement: Annotated[str, StringConstraints(max_length=2000)] | None = None
+
+
+class AllocationChange(_In):
+    min: Count | None = None
+    max: Count | None = None
+
+
+class ReleaseIn(_In):
+    hosts: Annotated[list[HostName], Field(min_length=1, max_length=10_000)] | None = None
+    blocked: bool = False
+
+
+class ActivityIn(_In):
+    host: HostName
+    argv: Annotated[list[Annotated[str, StringConstraints(max_length=10_000)]], Field(min_length=1, max_length=1000)]
+    env: dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")],
+              Annotated[str, StringConstraints(max_length=10_000)]] = {}
+    cwd: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    slots: Annotated[int, Field(ge=1, le=10_000)] = 1
+
+
+class HostClose(_In):
+    reclaim: bool = False
+
+
+class TokenIn(_In):
+    kind: Literal["admin", "consumer", "agent"]
+    consumer: ConsumerPath | None = None
+    host: HostName | None = None
+
+
+class AgentActivity(_In):
+    id: Annotated[int, Field(ge=1)]
+    pid: int | None = None
+    state: Literal["running", "exited", "killed"] = "running"
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: list[str] | None = None
+    stderr: list[str] | None = None
+
+
+class AgentRegister(_In):
+    slots: Count
+    memory: Annotated[float, Field(ge=0)] = 0.0
+    os: Annotated[str, StringConstraints(max_length=100)] = ""
+    attributes: dict[Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")],
+                     AttrValue] = {}
+    activities: list[AgentActivity] = []
+
+
+class AgentHeartbeat(_In):
+    wait: Annotated[float, Field(ge=0, le=30)] = 0.0
+    activities: list[AgentActivity] = []
+
+
+def groups_of(group: Any) -> list[str]:
+    if group is None:
+        return []
+    return [group] if isinstance(group, str) else list(group)

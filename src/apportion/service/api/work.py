@@ -1,0 +1,149 @@
+"""Clients, allocations and activities: what application managers use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Response
+
+from apportion.service.api.deps import master, run
+from apportion.service.api.schemas import ActivityIn, AllocationChange, AllocationIn, ClientIn, ReleaseIn, groups_of
+from apportion.service.auth import Principal, require_consumer, user
+from apportion.service.master import ApiError, Master
+from apportion.service.published import ActivityPub, AllocationPub
+
+router = APIRouter(prefix="/v1", tags=["allocations"])
+
+
+def _alloc(m: Master, p: Principal, aid: int) -> AllocationPub:
+    a = m.allocations.get(aid)
+    if a is None:
+        raise HTTPException(404, f"no allocation {aid}")
+    require_consumer(p, a.consumer)
+    return a
+
+
+def _activity(m: Master, p: Principal, act_id: int) -> ActivityPub:
+    act = m.activities.get(act_id)
+    if act is None:
+        raise HTTPException(404, f"no activity {act_id}")
+    c = m.clients.get(act.client)
+    require_consumer(p, c.consumer if c else "/")
+    return act
+
+
+@router.post("/clients", status_code=201)
+async def register_client(body: ClientIn, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    """Register (or register again under the same name: its allocations are kept)."""
+    require_consumer(p, body.consumer)
+    c = await run(m, m.op_register_client(body.name, body.consumer))
+    return c.json()
+
+
+@router.get("/clients/{client_id}")
+async def get_client(client_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    c = m.clients.get(client_id)
+    if c is None:
+        raise HTTPException(404, f"no client {client_id}")
+    require_consumer(p, c.consumer)
+    return c.json()
+
+
+@router.post("/allocations", status_code=201)
+async def create_allocation(body: AllocationIn, p: Principal = Depends(user),
+                            m: Master = Depends(master)) -> dict[str, Any]:
+    require_consumer(p, body.consumer)
+    c = m.clients.get(body.client)
+    if c is None:
+        raise HTTPException(422, f"client: no client {body.client}")
+    require_consumer(p, c.consumer)
+    groups = groups_of(body.group)
+    try:
+        m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
+    except ApiError as e:
+        raise HTTPException(e.status, e.detail) from None
+    a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
+                                            body.slots_per_instance, body.exclusive, body.requirement))
+    return a.json()
+
+
+@router.get("/allocations/{aid}")
+async def get_allocation(aid: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    return _alloc(m, p, aid).json()
+
+
+@router.get("/allocations")
+async def list_allocations(consumer: str | None = None, client: int | None = None, p: Principal = Depends(user),
+                           m: Master = Depends(master)) -> dict[str, Any]:
+    from apportion.service.master import in_subtree
+
+    out = [a.json() for a in m.allocations.values()
+           if p.may_see(a.consumer) and (consumer is None or in_subtree(a.consumer, consumer))
+           and (client is None or a.client == client)]
+    return {"allocations": out}
+
+
+@router.patch("/allocations/{aid}")
+async def change_allocation(aid: int, body: AllocationChange, p: Principal = Depends(user),
+                            m: Master = Depends(master)) -> dict[str, Any]:
+    _alloc(m, p, aid)
+    a = await run(m, m.op_change_allocation(aid, body.min, body.max))
+    return a.json()
+
+
+@router.post("/allocations/{aid}/release")
+async def release_allocation(aid: int, body: ReleaseIn | None = None, p: Principal = Depends(user),
+                             m: Master = Depends(master)) -> dict[str, Any]:
+    """No hosts: give back every slot and end the demand (min = max = 0; PATCH may ask
+    again). Hosts: give back what the allocation holds there; its max stays, so it may
+    be granted elsewhere; ``blocked``: those hosts are never given to it again."""
+    _alloc(m, p, aid)
+    body = body or ReleaseIn()
+    a = await run(m, m.op_release(aid, body.hosts, body.blocked))
+    return a.json()
+
+
+@router.delete("/allocations/{aid}", status_code=204)
+async def delete_allocation(aid: int, p: Principal = Depends(user), m: Master = Depends(master)) -> Response:
+    _alloc(m, p, aid)
+    await run(m, m.op_delete(aid))
+    return Response(status_code=204)
+
+
+@router.post("/allocations/{aid}/activities", status_code=201)
+async def start_activity(aid: int, body: ActivityIn, p: Principal = Depends(user),
+                         m: Master = Depends(master)) -> dict[str, Any]:
+    _alloc(m, p, aid)
+    act = await run(m, m.op_start_activity(aid, body.host, body.argv, body.env, body.cwd, body.slots))
+    return act.json()
+
+
+@router.get("/activities")
+async def list_activities(allocation: int | None = None, p: Principal = Depends(user),
+                          m: Master = Depends(master)) -> dict[str, Any]:
+    out = []
+    for act in m.activities.values():
+        if allocation is not None and act.allocation != allocation:
+            continue
+        c = m.clients.get(act.client)
+        if c is not None and p.may_see(c.consumer):
+            out.append(act.json())
+    return {"activities": out}
+
+
+@router.get("/activities/{act_id}")
+async def get_activity(act_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    return _activity(m, p, act_id).json()
+
+
+@router.get("/activities/{act_id}/output")
+async def activity_output(act_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    act = _activity(m, p, act_id)
+    return {"id": act.id, "stdout": act.stdout, "stderr": act.stderr}
+
+
+@router.post("/activities/{act_id}/kill", status_code=202)
+async def kill_activity(act_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+    _activity(m, p, act_id)
+    act = await run(m, m.op_kill_activity(act_id))
+    return act.json()

@@ -1,0 +1,85 @@
+"""A plan as the live master puts it in force: the plan's text plus the hosts its agents report.
+
+A server's plan may list no hosts at all. Every reported host joins the plan's
+``hosts`` (what the agent reports wins over what the plan says of it), groups
+defined by ``select(...)`` take in the hosts that match, and a host that the plan
+names (in ``hosts`` or in a static group) but that has not reported yet counts as
+down until it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from apportion.engine.model import Plan
+from apportion.plan import PlanError, Problem, compile_plan, expand_hosts
+from apportion.plan.positions import parse_yaml
+
+
+@dataclass(frozen=True, slots=True)
+class ReportedHost:
+    name: str
+    slots: int
+    memory: float = 0.0
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    state: str = "ok"  # ok | closed | down
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedPlan:
+    text: str
+    source: str
+    data: Mapping[str, Any]
+    positions: Mapping[Any, int]
+
+
+def parse(text: str, source: str = "<plan>") -> ParsedPlan:
+    """The plan's text (YAML, or JSON, which YAML reads too) parsed, with the line of
+    every field; PlanError when it is not a mapping of plan sections."""
+    doc = parse_yaml(text, source)
+    if doc.problems:
+        raise PlanError(doc.problems)
+    if not isinstance(doc.data, Mapping):
+        raise PlanError([Problem(source, 1, "plan", "must be a mapping of plan sections "
+                                 "(hosts, resource_groups, policy, consumers)")])
+    return ParsedPlan(text, source, doc.data, doc.positions)
+
+
+def _names(pattern: object) -> list[str]:
+    try:
+        return expand_hosts(pattern) if isinstance(pattern, str) else []
+    except ValueError:
+        return []  # the compiler names the bad pattern with its line
+
+
+def with_hosts(parsed: ParsedPlan, reported: Iterable[ReportedHost]) -> dict[str, Any]:
+    """The plan's sections with ``hosts`` made of the planned and the reported hosts."""
+    data = dict(parsed.data)
+    merged: dict[str, dict[str, Any]] = {}
+    listed = data.get("hosts") or []
+    if isinstance(listed, list):
+        for entry in listed:
+            if isinstance(entry, Mapping):
+                for name in _names(entry.get("name")):
+                    merged[name] = {**entry, "name": name, "state": "down"}
+    groups = data.get("resource_groups") or []
+    if isinstance(groups, list):
+        for g in groups:
+            if isinstance(g, Mapping) and isinstance(g.get("hosts"), list):
+                for pattern in g["hosts"]:
+                    for name in _names(pattern):
+                        merged.setdefault(name, {"name": name, "slots": 0, "state": "down"})
+    for h in reported:
+        merged[h.name] = {"name": h.name, "slots": h.slots, "memory": h.memory,
+                          "attributes": dict(h.attributes), "state": h.state}
+    data["hosts"] = list(merged.values())
+    return data
+
+
+def compile_live(parsed: ParsedPlan, reported: Iterable[ReportedHost]) -> Plan:
+    """The engine's plan; PlanError lists every problem, with lines of the plan's text."""
+    data = with_hosts(parsed, reported)
+    positions = {k: v for k, v in parsed.positions.items() if not (k and k[0] == "hosts")}
+    return compile_plan(data, parsed.source, positions)

@@ -1,0 +1,750 @@
+"""The middle layer of the live master: one task alone drives the engine.
+
+API calls and agent reports become operations on a queue. The task takes every
+operation waiting, applies them to the engine, runs a cycle, and commits the
+batch (operations, decisions, events) to the store in one transaction. Only then
+does it publish the batch to what the API reads, answer the callers and wake the
+event streams and agents: a crash between the commit and the announcement loses
+nothing, and nothing is announced that was not stored. Operations that arrive
+during a cycle wait for the next one (coalesced). A timer runs a cycle at least
+every ``tick`` seconds, so reclaim deadlines are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from apportion.engine import Engine, HostState, Request
+from apportion.engine.decisions import Decisions, Removal
+from apportion.engine.state import Allocation, PendingReclaim
+from apportion.plan import PlanError, parse_requirement
+from apportion.service import liveplan
+from apportion.service.published import (
+    ActivityPub,
+    AllocationPub,
+    ClientPub,
+    HoldingPub,
+    HostPub,
+)
+from apportion.service.store.writer import Batch, Snapshot, StoreWriter
+
+log = logging.getLogger("apportion.master")
+RECENT_EVENTS = 5_000  # per client, kept in memory; older ones are read from the store
+
+
+class ApiError(Exception):
+    """A refused operation: nothing was changed."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class Settings:
+    tick: float = 1.0  # seconds between timer cycles (reclaim deadlines)
+    heartbeat: float = 1.0  # the agents' heartbeat interval
+    missed: int = 3  # heartbeats missed before a host is down
+    kill_grace: float = 10.0  # SIGTERM, then SIGKILL after this many seconds
+    output_lines: int = 100
+
+
+@dataclass(slots=True)
+class Op:
+    fn: Callable[[Batch, float], Any]
+    future: asyncio.Future
+
+
+def in_subtree(consumer: str, root: str) -> bool:
+    return root == "/" or consumer == root or consumer.startswith(root + "/")
+
+
+class Master:
+    """Owns the engine. Every method named ``op_*`` runs inside the task, between cycles."""
+
+    def __init__(self, writer: StoreWriter, snapshot: Snapshot, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.writer = writer
+        self.queue: asyncio.Queue[Op] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self.ready = False
+        self.cycles = 0
+        self.last_cycle_seconds = 0.0
+        self.observers: list[Callable[[Decisions, float], None]] = []  # metrics
+        # published (committed) state: read by the API
+        self.plan_version = snapshot.plan_version
+        self.plan_text = snapshot.plan_text
+        self.plan_by = snapshot.plan_by
+        self.plan_at = snapshot.plan_at
+        self.parsed = liveplan.parse(snapshot.plan_text, "<plan in force>")
+        self.clients: dict[int, ClientPub] = {c.id: c for c in snapshot.clients}
+        self.client_names: dict[str, int] = {c.name: c.id for c in snapshot.clients}
+        self.hosts: dict[str, HostPub] = {h.name: h for h in snapshot.hosts}
+        self.allocations: dict[int, AllocationPub] = {a.id: a for a in snapshot.allocations}
+        self.holdings: dict[int, HoldingPub] = {}
+        self.activities: dict[int, ActivityPub] = {a.id: a for a in snapshot.activities}
+        self.host_used: dict[str, int] = {}
+        self.next_event = snapshot.next_event
+        self._next_alloc = max([*self.allocations, snapshot.max_allocation]) + 1
+        self._next_activity = max([*self.activities, snapshot.max_activity]) + 1
+        self._next_client = max(self.clients, default=0) + 1
+        self._seq = max((a.seq for a in self.allocations.values()), default=0) + 1
+        self.event_waiters: dict[int, asyncio.Event] = {}
+        self.host_waiters: dict[str, asyncio.Event] = {}
+        self.recent_events: dict[int, list[dict[str, Any]]] = {}  # client -> its latest events
+        self.recent_floor: dict[int, int] = {}  # client -> every event of it after this id is in recent_events
+        self.first_event = self.next_event  # events before this id are read from the store
+        # the engine, rebuilt from the store (docs/service.md, "Recovery")
+        self.plan = liveplan.compile_live(self.parsed, self._reported())
+        self.consumers = self.plan.consumer_map()
+        self.group_names = {g.name for g in self.plan.groups}
+        self.engine = Engine(self.plan)
+        self.engine.state.changed = set()
+        self._restore(snapshot)
+        self._state_seen = self.engine.state
+        self._replan = False
+
+    # -- recovery -------------------------------------------------------------------
+    def _reported(self) -> list[liveplan.ReportedHost]:
+        return [liveplan.ReportedHost(h.name, h.slots, h.memory, h.attributes, h.state)
+                for h in self.hosts.values()]
+
+    def _request(self, a: AllocationPub) -> Request:
+        req = parse_requirement(a.requirement) if a.requirement else None
+        return Request(id=str(a.id), consumer=a.consumer, max=a.max, min=a.min, groups=tuple(a.groups),
+                       order=a.order, exclusive=a.exclusive, requirement=req, requirement_text=a.requirement,
+                       seq=a.seq)
+
+    def _restore(self, snap: Snapshot) -> None:
+        by_request: dict[int, list[HoldingPub]] = {}
+        ids: dict[int, int] = {}
+        for hid, h in snap.holdings:
+            by_request.setdefault(h.request, []).append(h)
+            ids[id(h)] = hid
+        gone = []
+        for a in sorted(self.allocations.values(), key=lambda a: a.seq):
+            c = self.engine.state.consumers.get(a.consumer)
+            if c is None or not c.is_leaf:
+                gone.append(a.id)
+                continue
+            held = []
+            for h in by_request.get(a.id, []):
+                if h.host not in self.engine.state.hosts:
+                    continue
+                mark = PendingReclaim(h.deadline, h.beneficiary, h.reason or "") if h.deadline is not None else None
+                held.append((ids[id(h)], h.group, h.host, h.slots, h.source, mark))
+            self.engine.restore(self._request(a), held, a.blocked)
+        for aid in gone:
+            log.warning("allocation %s: consumer %s is not a leaf of the plan in force; dropped", aid,
+                        self.allocations[aid].consumer)
+            del self.allocations[aid]
+        s = self.engine.state
+        for (req, host), n in snap.fences:
+            if host in s.hosts:
+                s.fence(str(req), host, n)
+        for act in self.activities.values():
+            if act.live:
+                key = (str(act.allocation), act.host)
+                s.in_use[key] = s.in_use.get(key, 0) + act.slots
+        for name, h in self.hosts.items():
+            if name in s.hosts and s.hosts[name].state.value != h.state:
+                self.engine.set_host_state(name, HostState(h.state))
+        s.changed = set()
+        self._publish_holdings_full()
+        # a restart gives every host a fresh chance to heartbeat before it is declared down
+        now = time.time()
+        for h in self.hosts.values():
+            h.last_seen = now
+
+    # -- the task --------------------------------------------------------------------
+    async def submit(self, fn: Callable[[Batch, float], Any]) -> Any:
+        """Run ``fn`` inside the task, in the next batch; its result once committed."""
+        fut = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait(Op(fn, fut))
+        self._wake.set()
+        return await fut
+
+    async def run(self) -> None:
+        self.ready = True
+        tick = self.settings.tick
+        while True:
+            deadline = self.engine.next_deadline()
+            timeout = tick if deadline is None else max(0.0, min(tick, deadline - time.time()))
+            if self.queue.empty():
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except TimeoutError:
+                    pass
+            self._wake.clear()
+            ops: list[Op] = []
+            while not self.queue.empty():
+                ops.append(self.queue.get_nowait())
+            await self._step(ops)
+
+    async def _step(self, ops: list[Op]) -> None:
+        now = time.time()
+        batch = Batch()
+        results: list[tuple[Op, Any, BaseException | None]] = []
+        for op in ops:
+            try:
+                results.append((op, op.fn(batch, now), None))
+            except ApiError as e:
+                results.append((op, None, e))
+        self._check_hosts(batch, now)
+        if self._replan:
+            self._replan = False
+            self._apply_plan(self.parsed, batch, reason="hosts changed")
+        started = time.perf_counter()
+        decisions = self.engine.cycle(now)
+        self.last_cycle_seconds = time.perf_counter() - started
+        self.cycles += 1
+        self._record(decisions, batch)
+        self._enforce_fences(batch)
+        self._holdings_into(batch)
+        try:
+            await asyncio.to_thread(self.writer.commit, batch)
+        except Exception:  # noqa: BLE001 - the store refused: the engine is ahead of it
+            log.exception("commit failed: the master stops; a restart rebuilds from the store")
+            os._exit(70)
+        self._publish(batch)
+        for obs in self.observers:
+            obs(decisions, self.last_cycle_seconds)
+        for op, result, error in results:
+            if op.future.done():
+                continue
+            if error is not None:
+                op.future.set_exception(error)
+            else:
+                op.future.set_result(result)
+
+    # -- decisions into events and rows ------------------------------------------------
+    def _event(self, batch: Batch, client: int, body: dict[str, Any]) -> None:
+        body = {"id": self.next_event, **body}
+        self.next_event += 1
+        batch.events.append((client, body))
+
+    def _alloc_event(self, batch: Batch, rid: str, kind: str, **fields: Any) -> None:
+        a = self.allocations.get(int(rid))
+        if a is not None:
+            self._event(batch, a.client, {"type": kind, "allocation": a.id, **fields})
+
+    def _record(self, d: Decisions, batch: Batch) -> None:
+        granted: dict[tuple[str, str], int] = {}
+        for g in d.grants:
+            granted[(g.request, g.host)] = granted.get((g.request, g.host), 0) + g.slots
+        for (rid, host), n in granted.items():
+            self._alloc_event(batch, rid, "granted", host=host, slots=n)
+        for r in d.reclaims:
+            self._alloc_event(batch, r.request, "reclaim", host=r.host, slots=r.slots, deadline=r.deadline,
+                              **{"for": r.beneficiary, "reason": r.reason})
+        for r in d.cancelled:
+            self._alloc_event(batch, r.request, "reclaim_cancelled", host=r.host, slots=r.slots)
+        self._removals(d.removals, batch, "removed")
+        self._removals(d.lost, batch, "lost")
+        batch.decisions = d
+
+    def _removals(self, removals: list[Removal], batch: Batch, kind: str) -> None:
+        for r in removals:
+            self._alloc_event(batch, r.request, kind, host=r.host, slots=r.slots, reason=r.reason)
+
+    def _holdings_into(self, batch: Batch) -> None:
+        s = self.engine.state
+        if s is not self._state_seen:  # a new plan or new owned hosts: the state was rebuilt
+            self._state_seen = s
+            batch.holdings_full = [(a.id, self._holding(a)) for a in s.allocs.values()]
+        else:
+            for aid in s.changed or ():
+                a = s.allocs.get(aid)
+                batch.holdings[aid] = None if a is None else self._holding(a)
+        s.changed = set()
+        batch.fences = dict(s.fences)
+
+    @staticmethod
+    def _holding(a: Allocation) -> HoldingPub:
+        r = a.reclaim
+        return HoldingPub(int(a.request), a.group, a.host, a.slots, a.source,
+                          r.deadline if r else None, r.beneficiary if r else None, r.reason if r else None)
+
+    def _enforce_fences(self, batch: Batch) -> None:
+        """Slots that left an allocation while its processes still use them: stop just
+        enough of its activities on that host, newest first (SIGTERM, then SIGKILL after
+        kill_grace); the slots are free once the agent reports them gone."""
+        s = self.engine.state
+        for (rid, host), fenced in s.fences.items():
+            if fenced <= 0:
+                continue
+            held = s.held_on(rid, host)
+            acts = sorted((a for a in self._acts_on(int(rid), host) if a.live), key=lambda a: -a.id)
+            running = sum(a.slots for a in acts if not a.stop)
+            for a in acts:
+                if running <= held:
+                    break
+                if not a.stop:
+                    self._stop(a, "reclaimed", batch)
+                    running -= a.slots
+
+    def _acts_on(self, alloc: int, host: str) -> list[ActivityPub]:
+        return [a for a in self.activities.values() if a.allocation == alloc and a.host == host]
+
+    def _stop(self, a: ActivityPub, reason: str, batch: Batch) -> None:
+        a.stop = True
+        a.stop_reason = reason
+        batch.activities[a.id] = a
+        batch.wake_hosts.add(a.host)
+
+    # -- publishing -------------------------------------------------------------------
+    def _publish_holdings_full(self) -> None:
+        self.holdings = {}
+        for a in self.allocations.values():
+            a.hosts, a.reclaiming, a.held = {}, {}, 0
+        self.host_used = {}
+        for x in self.engine.state.allocs.values():
+            self._put_holding(x.id, self._holding(x))
+
+    def _put_holding(self, hid: int, h: HoldingPub | None) -> None:
+        old = self.holdings.pop(hid, None)
+        if old is not None:
+            a = self.allocations.get(old.request)
+            if a is not None:
+                left = a.hosts.get(old.host, 0) - old.slots
+                if left > 0:
+                    a.hosts[old.host] = left
+                else:
+                    a.hosts.pop(old.host, None)
+                a.held -= old.slots
+                a.reclaiming.pop(hid, None)
+            self.host_used[old.host] = self.host_used.get(old.host, 0) - old.slots
+        if h is not None:
+            self.holdings[hid] = h
+            a = self.allocations.get(h.request)
+            if a is not None:
+                a.hosts[h.host] = a.hosts.get(h.host, 0) + h.slots
+                a.held += h.slots
+                if h.deadline is not None:
+                    a.reclaiming[hid] = h
+            self.host_used[h.host] = self.host_used.get(h.host, 0) + h.slots
+
+    def _publish(self, batch: Batch) -> None:
+        if batch.plan is not None:
+            self.plan_version, self.plan_text, self.plan_by, self.plan_at = batch.plan
+        if batch.holdings_full is not None:
+            self.holdings = {}
+            for a in self.allocations.values():
+                a.hosts, a.reclaiming, a.held = {}, {}, 0
+            self.host_used = {}
+            for hid, h in batch.holdings_full:
+                self._put_holding(hid, h)
+        for hid, h in batch.holdings.items():
+            self._put_holding(hid, h)
+        self.fences = batch.fences
+        for client, body in batch.events:
+            recent = self.recent_events.setdefault(client, [])
+            recent.append(body)
+            if len(recent) > 2 * RECENT_EVENTS:
+                self.recent_floor[client] = recent[-RECENT_EVENTS - 1]["id"]
+                del recent[:-RECENT_EVENTS]
+            w = self.event_waiters.pop(client, None)
+            if w is not None:
+                w.set()
+        for host in batch.wake_hosts:
+            w = self.host_waiters.pop(host, None)
+            if w is not None:
+                w.set()
+
+    def engine_consumers(self) -> set[str]:
+        """The consumers of the plan in force (its paths; the plan object is immutable)."""
+        return set(self.consumers)
+
+    def free_on(self, host: str) -> int:
+        h = self.hosts.get(host)
+        if h is None or h.state != "ok":
+            return 0
+        fenced = sum(n for (_, name), n in getattr(self, "fences", {}).items() if name == host)
+        return max(0, h.slots - self.host_used.get(host, 0) - fenced)
+
+    # -- hosts ------------------------------------------------------------------------
+    def _check_hosts(self, batch: Batch, now: float) -> None:
+        """Hosts whose agent missed ``missed`` heartbeats go down: their allocations are lost."""
+        limit = now - self.settings.missed * self.settings.heartbeat
+        for h in self.hosts.values():
+            if h.state != "down" and h.last_seen < limit:
+                log.warning("host %s: no heartbeat for %.1f s: down", h.name, now - h.last_seen)
+                self._set_state(h, "down", batch)
+
+    def _set_state(self, h: HostPub, state: str, batch: Batch) -> None:
+        h.state = state
+        batch.hosts[h.name] = h
+        if h.name in self.engine.state.hosts:
+            self.engine.set_host_state(h.name, HostState(state))
+        if state == "down":
+            for a in self.activities.values():
+                if a.host == h.name and a.live:
+                    self._end(a, "lost", None, None, batch, time.time())
+
+    def _end(self, a: ActivityPub, state: str, exit_code: int | None, signal: int | None, batch: Batch,
+             now: float) -> None:
+        a.state, a.exit_code, a.signal, a.ended_at = state, exit_code, signal, now
+        batch.activities[a.id] = a
+        self._event(batch, a.client, {"type": "activity", "allocation": a.allocation, "host": a.host,
+                                      "activity": a.id, "state": state, "exit_code": exit_code,
+                                      "signal": signal, "slots": a.slots})
+        self._in_use(a.allocation, a.host)
+
+    def _in_use(self, alloc: int, host: str) -> None:
+        used = sum(x.slots for x in self.activities.values() if x.allocation == alloc and x.host == host and x.live)
+        s = self.engine.state
+        if host in s.hosts and s.hosts[host].state is not HostState.DOWN:
+            s.set_in_use(str(alloc), host, used)
+
+    # -- operations (each runs inside the task) --------------------------------------------
+    def op_register_client(self, name: str, consumer: str) -> Callable[[Batch, float], ClientPub]:
+        def run(batch: Batch, now: float) -> ClientPub:
+            cid = self.client_names.get(name)
+            if cid is not None:
+                c = self.clients[cid]
+                if c.consumer != consumer:
+                    raise ApiError(409, f"name: client {name!r} is registered under consumer {c.consumer}")
+                return c
+            if consumer != "/" and consumer not in self.consumers:
+                raise ApiError(422, f"consumer: {consumer} is not a consumer of the plan in force")
+            c = ClientPub(self._next_client, name, consumer, now)
+            self._next_client += 1
+            self.clients[c.id] = c
+            self.client_names[name] = c.id
+            batch.clients.append(c)
+            return c
+        return run
+
+    def check_allocation(self, consumer: str, groups: list[str], mn: int, mx: int, order: int,
+                         requirement: str | None) -> None:
+        """Everything about a new allocation that the plan in force decides (422 if wrong)."""
+        c = self.consumers.get(consumer)
+        if c is None:
+            raise ApiError(422, f"consumer: {consumer} is not a consumer of the plan in force")
+        if not c.is_leaf:
+            raise ApiError(422, f"consumer: {consumer} is not a leaf consumer (it has children)")
+        for g in groups:
+            if g not in self.group_names:
+                raise ApiError(422, f"group: {g} is not a resource group of the plan in force")
+            if g not in c.groups:
+                raise ApiError(422, f"group: {consumer} is not planned in resource group {g}")
+        if not groups and not c.groups:
+            raise ApiError(422, f"group: {consumer} is planned in no resource group")
+        if mn > mx:
+            raise ApiError(422, f"min: {mn} is more than max {mx}")
+        if mn % order or mx % order:
+            raise ApiError(422, f"slots_per_instance: min and max must be multiples of {order}")
+        if requirement:
+            try:
+                parse_requirement(requirement)
+            except ValueError as e:
+                raise ApiError(422, f"requirement: {e}") from None
+
+    def op_create_allocation(self, client: int, consumer: str, groups: list[str], mn: int, mx: int,
+                             order: int, exclusive: bool, requirement: str | None
+                             ) -> Callable[[Batch, float], AllocationPub]:
+        def run(batch: Batch, now: float) -> AllocationPub:
+            if client not in self.clients:
+                raise ApiError(422, f"client: no client {client}")
+            if not in_subtree(consumer, self.clients[client].consumer):
+                raise ApiError(403, f"consumer: client {client} is registered under "
+                                    f"{self.clients[client].consumer}, not above {consumer}")
+            self.check_allocation(consumer, groups, mn, mx, order, requirement)
+            a = AllocationPub(self._next_alloc, client, consumer, groups, mn, mx, order, exclusive, requirement,
+                              [], self._seq, now)
+            self.engine.submit(self._request(a))
+            self._next_alloc += 1
+            self._seq += 1
+            self.allocations[a.id] = a
+            batch.allocations[a.id] = a
+            return a
+        return run
+
+    def _alloc(self, aid: int) -> AllocationPub:
+        a = self.allocations.get(aid)
+        if a is None:
+            raise ApiError(404, f"no allocation {aid}")
+        return a
+
+    def op_change_allocation(self, aid: int, mn: int | None, mx: int | None
+                             ) -> Callable[[Batch, float], AllocationPub]:
+        def run(batch: Batch, now: float) -> AllocationPub:
+            a = self._alloc(aid)
+            new_min = a.min if mn is None else mn
+            new_max = a.max if mx is None else mx
+            if new_min > new_max:
+                raise ApiError(422, f"min: {new_min} is more than max {new_max}")
+            if new_min % a.order or new_max % a.order:
+                raise ApiError(422, f"max: min and max must be multiples of slots_per_instance {a.order}")
+            self.engine.change(str(aid), min=new_min, max=new_max)
+            a.min, a.max = new_min, new_max
+            batch.allocations[aid] = a
+            return a
+        return run
+
+    def op_release(self, aid: int, hosts: list[str] | None, blocked: bool
+                   ) -> Callable[[Batch, float], AllocationPub]:
+        def run(batch: Batch, now: float) -> AllocationPub:
+            a = self._alloc(aid)
+            if hosts is None:
+                # all of it: every slot goes back and the demand ends (min = max = 0);
+                # the allocation stays until deleted, and PATCH may ask again
+                self.engine.change(str(aid), min=0, max=0)
+                a.min = a.max = 0
+            else:
+                unknown = [h for h in hosts if h not in self.hosts and h not in self.engine.state.hosts]
+                if unknown:
+                    raise ApiError(422, f"hosts: unknown host {unknown[0]}")
+                self.engine.release_hosts(str(aid), hosts, block=blocked)
+                if blocked:
+                    a.blocked = sorted(set(a.blocked) | set(hosts))
+            batch.allocations[aid] = a
+            return a
+        return run
+
+    def op_delete(self, aid: int) -> Callable[[Batch, float], None]:
+        def run(batch: Batch, now: float) -> None:
+            a = self._alloc(aid)
+            self.engine.release(str(aid))
+            del self.allocations[aid]
+            batch.deleted_allocations.append(aid)
+            for act in self.activities.values():
+                if act.allocation == aid and act.live and not act.stop:
+                    self._stop(act, "allocation deleted", batch)
+            return None
+        return run
+
+    def op_start_activity(self, aid: int, host: str, argv: list[str], env: dict[str, str], cwd: str | None,
+                          slots: int) -> Callable[[Batch, float], ActivityPub]:
+        def run(batch: Batch, now: float) -> ActivityPub:
+            a = self._alloc(aid)
+            held = self.engine.state.held_on(str(aid), host)
+            if held == 0:
+                raise ApiError(422, f"host: allocation {aid} holds nothing on {host}")
+            used = sum(x.slots for x in self.activities.values() if x.allocation == aid and x.host == host and x.live)
+            if used + slots > held:
+                raise ApiError(422, f"slots: {slots} more on {host} would make {used + slots}; "
+                                    f"allocation {aid} holds {held} there")
+            act = ActivityPub(self._next_activity, aid, a.client, host, argv, env, cwd, slots, "starting", now)
+            self._next_activity += 1
+            self.activities[act.id] = act
+            batch.activities[act.id] = act
+            batch.wake_hosts.add(host)
+            self._event(batch, a.client, {"type": "activity", "allocation": aid, "host": host, "activity": act.id,
+                                          "state": "starting", "exit_code": None, "signal": None, "slots": slots})
+            self._in_use(aid, host)
+            return act
+        return run
+
+    def op_kill_activity(self, act_id: int) -> Callable[[Batch, float], ActivityPub]:
+        def run(batch: Batch, now: float) -> ActivityPub:
+            act = self.activities.get(act_id)
+            if act is None:
+                raise ApiError(404, f"no activity {act_id}")
+            if act.live and not act.stop:
+                self._stop(act, "killed by request", batch)
+            return act
+        return run
+
+    def op_close_host(self, name: str, reclaim: bool) -> Callable[[Batch, float], HostPub]:
+        def run(batch: Batch, now: float) -> HostPub:
+            h = self.hosts.get(name)
+            if h is None:
+                raise ApiError(404, f"no host {name}")
+            h.closed = True
+            batch.hosts[name] = h
+            if h.state == "ok":
+                self._set_state(h, "closed", batch)
+            if reclaim:
+                s = self.engine.state
+                for rid in sorted({a.request for a in s.by_host.get(name, {}).values()}):
+                    gone = self.engine.release_hosts(rid, [name])
+                    self._alloc_event(batch, rid, "removed", host=name, slots=gone, reason="host closed with reclaim")
+            return h
+        return run
+
+    def op_open_host(self, name: str) -> Callable[[Batch, float], HostPub]:
+        def run(batch: Batch, now: float) -> HostPub:
+            h = self.hosts.get(name)
+            if h is None:
+                raise ApiError(404, f"no host {name}")
+            h.closed = False
+            batch.hosts[name] = h
+            if h.state == "closed":
+                self._set_state(h, "ok", batch)
+            return h
+        return run
+
+    def op_apply_plan(self, text: str, by: str) -> Callable[[Batch, float], int]:
+        def run(batch: Batch, now: float) -> int:
+            try:
+                parsed = liveplan.parse(text, "<plan>")
+                liveplan.compile_live(parsed, self._reported())
+            except PlanError as e:
+                raise ApiError(422, [{"line": p.line, "field": p.field, "msg": p.reason} for p in e.problems]) from None
+            self._apply_plan(parsed, batch, reason="plan change")
+            version = self.plan_version + 1
+            batch.plan = (version, text, by, now)
+            return version
+        return run
+
+    def diff_plan(self, text: str) -> dict[str, Any]:
+        """What ``text`` would reclaim or remove now: the new plan run on a copy of the
+        live state, one cycle at the present time. Read-only: the live engine is not touched."""
+        import copy
+
+        try:
+            parsed = liveplan.parse(text, "<plan>")
+            plan = liveplan.compile_live(parsed, self._reported())
+        except PlanError as e:
+            raise ApiError(422, [{"line": p.line, "field": p.field, "msg": p.reason} for p in e.problems]) from None
+        shadow = copy.deepcopy(self.engine)
+        shadow.state.changed = None
+        removed = shadow.apply_plan(plan)
+        d = shadow.cycle(time.time())
+        return {
+            "removed": [r._asdict() for r in removed + d.removals],
+            "reclaims": [r._asdict() for r in d.reclaims],
+            "grants": [g._asdict() for g in d.grants],
+        }
+
+    def _apply_plan(self, parsed: liveplan.ParsedPlan, batch: Batch, reason: str) -> None:
+        try:
+            plan = liveplan.compile_live(parsed, self._reported())
+        except PlanError as e:
+            log.error("%s: the plan in force no longer compiles with the hosts reported: %s", reason, e)
+            return
+        removed = self.engine.apply_plan(plan)
+        # a new plan keeps the engine's host states; the hosts' own word is newer
+        for name, ledger in self.engine.state.hosts.items():
+            h = self.hosts.get(name)
+            if h is not None and ledger.state.value != h.state:
+                removed += self.engine.set_host_state(name, HostState(h.state))
+        self.plan = plan
+        self.consumers = plan.consumer_map()
+        self.group_names = {g.name for g in plan.groups}
+        self.parsed = parsed
+        self._removals(removed, batch, "removed")
+        for aid in [i for i in self.allocations if str(i) not in self.engine.state.requests]:
+            a = self.allocations.pop(aid)
+            batch.deleted_allocations.append(aid)
+            for act in self.activities.values():
+                if act.allocation == aid and act.live and not act.stop:
+                    self._stop(act, reason, batch)
+            log.warning("allocation %s ended by %s: %s is not a leaf consumer any more", aid, reason, a.consumer)
+
+    # -- agents -----------------------------------------------------------------------
+    def op_agent_register(self, name: str, slots: int, memory: float, os_name: str, attributes: dict[str, Any],
+                          running: list[int]) -> Callable[[Batch, float], HostPub]:
+        def run(batch: Batch, now: float) -> HostPub:
+            h = self.hosts.get(name)
+            if h is None or (h.slots, h.memory, h.attributes) != (slots, memory, attributes):
+                if h is None:
+                    h = HostPub(name, slots, memory, os_name, attributes, "ok", False, now, True)
+                    self.hosts[name] = h
+                else:
+                    h.slots, h.memory, h.os, h.attributes = slots, memory, os_name, attributes
+                    h.state = "closed" if h.closed else "ok"
+                self._replan = True
+            h.last_seen, h.reported = now, True
+            batch.hosts[name] = h
+            if h.state == "down" or name not in self.engine.state.hosts or \
+                    self.engine.state.hosts[name].state is HostState.DOWN:
+                if not self._replan:
+                    self._set_state(h, "closed" if h.closed else "ok", batch)
+                else:
+                    h.state = "closed" if h.closed else "ok"
+            # reconcile: what the master has running there that the agent no longer runs ended
+            listed = set(running)
+            for a in self.activities.values():
+                if a.host == name and a.state == "running" and a.id not in listed:
+                    self._end(a, "exited", None, None, batch, now)
+            return h
+        return run
+
+    def op_agent_reports(self, name: str, reports: list[dict[str, Any]]) -> Callable[[Batch, float], None]:
+        def run(batch: Batch, now: float) -> None:
+            h = self.hosts.get(name)
+            if h is None:
+                raise ApiError(404, f"host {name} is not registered: register first")
+            if h.state == "down":
+                self._set_state(h, "closed" if h.closed else "ok", batch)
+            for r in reports:
+                a = self.activities.get(r["id"])
+                if a is None or a.host != name:
+                    continue
+                if r.get("stdout") is not None:
+                    a.stdout = r["stdout"][-self.settings.output_lines:]
+                if r.get("stderr") is not None:
+                    a.stderr = r["stderr"][-self.settings.output_lines:]
+                state = r["state"]
+                if state == "running" and a.state == "starting":
+                    a.state, a.pid = "running", r.get("pid")
+                    batch.activities[a.id] = a
+                    self._event(batch, a.client, {"type": "activity", "allocation": a.allocation, "host": name,
+                                                  "activity": a.id, "state": "running", "exit_code": None,
+                                                  "signal": None, "slots": a.slots})
+                elif state in ("exited", "killed") and a.live:
+                    self._end(a, state, r.get("exit_code"), r.get("signal"), batch, now)
+            listed = {r["id"] for r in reports}
+            for a in self.activities.values():
+                if a.host == name and a.state == "starting" and a.stop and a.id not in listed:
+                    self._end(a, "killed", None, None, batch, now)  # stopped before it was started
+            return None
+        return run
+
+    def reports_change(self, name: str, reports: list[dict[str, Any]]) -> bool:
+        """Whether an agent's heartbeat tells the master anything new (else no batch is needed)."""
+        h = self.hosts.get(name)
+        if h is None or h.state == "down":
+            return True
+        listed = set()
+        for r in reports:
+            listed.add(r["id"])
+            a = self.activities.get(r["id"])
+            if a is None or a.host != name:
+                continue
+            if (r["state"] == "running" and a.state == "starting") or (r["state"] != "running" and a.live):
+                return True
+            if (r.get("stdout") is not None and r["stdout"] != a.stdout) or \
+                    (r.get("stderr") is not None and r["stderr"] != a.stderr):
+                return True
+        return any(a.host == name and a.state == "starting" and a.stop and a.id not in listed
+                   for a in self.activities.values())
+
+    def op_report(self) -> Callable[[Batch, float], Any]:
+        def run(batch: Batch, now: float) -> Any:
+            return self.engine.report()
+        return run
+
+    def commands_for(self, name: str, listed: dict[int, str]) -> list[dict[str, Any]]:
+        """What the agent of ``name`` is to do, from what it lists (activity -> state)."""
+        out: list[dict[str, Any]] = []
+        mine = {a.id: a for a in self.activities.values() if a.host == name}
+        for act_id, state in listed.items():
+            a = mine.get(act_id)
+            if a is None or not a.live:
+                if state == "running":
+                    out.append({"op": "stop", "activity": act_id, "kill_grace": self.settings.kill_grace})
+                else:
+                    out.append({"op": "forget", "activity": act_id})
+            elif a.stop and state == "running":
+                out.append({"op": "stop", "activity": act_id, "kill_grace": self.settings.kill_grace})
+        for a in mine.values():
+            if a.state == "starting" and a.id not in listed and not a.stop:
+                env = {**a.env, "APPORTION_ALLOCATION": str(a.allocation), "APPORTION_HOST": name,
+                       "APPORTION_SLOTS": str(a.slots), "APPORTION_ACTIVITY": str(a.id)}
+                out.append({"op": "start", "activity": a.id, "allocation": a.allocation, "argv": a.argv,
+                            "env": env, "cwd": a.cwd, "slots": a.slots})
+            elif a.state == "starting" and a.stop and a.id not in listed:
+                # stopped before it started: nothing to kill; it ends here
+                pass
+        return out
+

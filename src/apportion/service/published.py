@@ -1,0 +1,127 @@
+"""What the master has committed, as the API reads it.
+
+The master task is the only writer: it changes these records only after the
+store has committed the change, so nothing the API answers was not stored. API
+handlers only read them (they run on the same event loop, between the task's
+steps, so they never see a half-applied batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LIVE_STATES = ("starting", "running")  # an activity in these uses its slots
+
+
+@dataclass(slots=True)
+class ClientPub:
+    id: int
+    name: str
+    consumer: str
+    created_at: float
+
+    def json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "consumer": self.consumer}
+
+
+@dataclass(slots=True)
+class HoldingPub:
+    request: int
+    group: str
+    host: str
+    slots: int
+    source: str
+    deadline: float | None = None
+    beneficiary: str | None = None
+    reason: str | None = None
+
+
+@dataclass(slots=True)
+class AllocationPub:
+    id: int
+    client: int
+    consumer: str
+    groups: list[str]
+    min: int
+    max: int
+    order: int
+    exclusive: bool
+    requirement: str | None
+    blocked: list[str]
+    seq: int
+    created_at: float
+    held: int = 0
+    hosts: dict[str, int] = field(default_factory=dict)
+    reclaiming: dict[int, HoldingPub] = field(default_factory=dict)  # holding id -> marked holding
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "client": self.client, "consumer": self.consumer, "groups": self.groups,
+            "min": self.min, "max": self.max, "slots_per_instance": self.order, "exclusive": self.exclusive,
+            "requirement": self.requirement, "blocked": self.blocked, "held": self.held,
+            "hosts": dict(sorted(self.hosts.items())),
+            "reclaiming": [{"host": h.host, "slots": h.slots, "deadline": h.deadline, "for": h.beneficiary}
+                           for h in sorted(self.reclaiming.values(), key=lambda h: (h.deadline or 0, h.host))],
+        }
+
+
+@dataclass(slots=True)
+class ActivityPub:
+    id: int
+    allocation: int
+    client: int
+    host: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    slots: int
+    state: str
+    created_at: float
+    exit_code: int | None = None
+    signal: int | None = None
+    pid: int | None = None
+    stop: bool = False
+    stop_reason: str | None = None
+    ended_at: float | None = None
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "allocation": self.allocation, "host": self.host, "state": self.state,
+            "exit_code": self.exit_code, "signal": self.signal, "slots": self.slots, "argv": self.argv,
+            "pid": self.pid, "stopping": self.stop and self.live, "stop_reason": self.stop_reason,
+            "created_at": self.created_at, "ended_at": self.ended_at,
+        }
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "allocation": self.allocation, "client": self.client, "host": self.host,
+            "argv": self.argv, "env": self.env, "cwd": self.cwd, "slots": self.slots, "state": self.state,
+            "exit_code": self.exit_code, "signal": self.signal, "pid": self.pid, "stop": self.stop,
+            "stop_reason": self.stop_reason, "created_at": self.created_at, "ended_at": self.ended_at,
+            "stdout": self.stdout, "stderr": self.stderr,
+        }
+
+
+@dataclass(slots=True)
+class HostPub:
+    name: str
+    slots: int
+    memory: float
+    os: str
+    attributes: dict[str, Any]
+    state: str  # ok | closed | down
+    closed: bool  # closed by the admin (stays closed when it comes back)
+    last_seen: float = 0.0
+    reported: bool = False  # an agent has reported it since this master started
+
+    def row(self) -> dict[str, Any]:
+        return {"name": self.name, "slots": self.slots, "memory": self.memory, "os": self.os,
+                "attributes": self.attributes, "state": self.state, "closed": self.closed,
+                "last_seen": self.last_seen}

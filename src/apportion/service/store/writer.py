@@ -1,0 +1,203 @@
+"""Reading the whole store at start, and writing one batch per cycle in one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, insert, select
+
+from apportion.service.published import ActivityPub, AllocationPub, ClientPub, HoldingPub, HostPub
+from apportion.service.store.models import (
+    ActivityRow,
+    ClientRow,
+    EventRow,
+    FenceRow,
+    HoldingRow,
+    HostRow,
+    MetaRow,
+    PlanRow,
+    RequestRow,
+    TokenRow,
+)
+
+_CHUNK = 500  # rows per IN (...) list: SQLite allows a few thousand bound parameters
+
+
+@dataclass
+class Batch:
+    """Everything one step of the master changes: written in one transaction."""
+
+    plan: tuple[int, str, str, float] | None = None  # version, text, applied by, at
+    clients: list[ClientPub] = field(default_factory=list)
+    hosts: dict[str, HostPub] = field(default_factory=dict)
+    allocations: dict[int, AllocationPub] = field(default_factory=dict)
+    deleted_allocations: list[int] = field(default_factory=list)
+    holdings: dict[int, HoldingPub | None] = field(default_factory=dict)  # None: gone
+    holdings_full: list[tuple[int, HoldingPub]] | None = None  # the state was rebuilt: all of them
+    fences: dict[tuple[str, str], int] = field(default_factory=dict)
+    activities: dict[int, ActivityPub] = field(default_factory=dict)
+    events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    wake_hosts: set[str] = field(default_factory=set)
+    decisions: Any = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.plan or self.clients or self.hosts or self.allocations or self.deleted_allocations
+                    or self.holdings or self.holdings_full is not None or self.activities or self.events)
+
+
+@dataclass
+class Snapshot:
+    plan_version: int
+    plan_text: str
+    plan_by: str
+    plan_at: float
+    clients: list[ClientPub]
+    hosts: list[HostPub]
+    allocations: list[AllocationPub]
+    holdings: list[tuple[int, HoldingPub]]
+    fences: list[tuple[tuple[int, str], int]]
+    activities: list[ActivityPub]
+    next_event: int
+    max_allocation: int
+    max_activity: int
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return "apt_" + secrets.token_urlsafe(32)
+
+
+def _alloc_row(a: AllocationPub) -> dict[str, Any]:
+    return {"id": a.id, "client": a.client, "consumer": a.consumer, "groups": a.groups, "min": a.min,
+            "max": a.max, "order": a.order, "exclusive": a.exclusive, "requirement": a.requirement,
+            "blocked": a.blocked, "seq": a.seq, "created_at": a.created_at}
+
+
+def _holding_row(hid: int, h: HoldingPub) -> dict[str, Any]:
+    return {"id": hid, "request": h.request, "group": h.group, "host": h.host, "slots": h.slots,
+            "source": h.source, "deadline": h.deadline, "beneficiary": h.beneficiary, "reason": h.reason}
+
+
+class StoreWriter:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._fences: dict[tuple[str, str], int] = {}
+
+    # -- start -------------------------------------------------------------------
+    def plan_in_force(self) -> PlanRow | None:
+        with self.engine.connect() as c:
+            return c.execute(select(PlanRow).order_by(PlanRow.version.desc()).limit(1)).first()
+
+    def put_first_plan(self, text: str, by: str) -> None:
+        """The plan given on the command line, stored as a new version when it differs
+        from the one in force (a restart with the same file adds nothing)."""
+        row = self.plan_in_force()
+        if row is not None and row.text == text:
+            return
+        with self.engine.begin() as c:
+            c.execute(insert(PlanRow).values(version=(row.version + 1) if row else 1, text=text, applied_by=by,
+                                             applied_at=time.time()))
+
+    def load(self) -> Snapshot:
+        with self.engine.connect() as c:
+            plan = c.execute(select(PlanRow).order_by(PlanRow.version.desc()).limit(1)).first()
+            if plan is None:
+                raise RuntimeError("the store holds no plan: start the server with --plan")
+            clients = [ClientPub(r.id, r.name, r.consumer, r.created_at) for r in c.execute(select(ClientRow))]
+            hosts = [HostPub(r.name, r.slots, r.memory, r.os, r.attributes or {}, r.state, r.closed, r.last_seen)
+                     for r in c.execute(select(HostRow))]
+            allocs = [AllocationPub(r.id, r.client, r.consumer, list(r.groups), r.min, r.max, r.order, r.exclusive,
+                                    r.requirement, list(r.blocked or []), r.seq, r.created_at)
+                      for r in c.execute(select(RequestRow))]
+            holdings = [(r.id, HoldingPub(r.request, r.group, r.host, r.slots, r.source, r.deadline, r.beneficiary,
+                                          r.reason))
+                        for r in c.execute(select(HoldingRow).order_by(HoldingRow.id))]
+            fences = [((r.request, r.host), r.slots) for r in c.execute(select(FenceRow))]
+            acts = [ActivityPub(r.id, r.allocation, r.client, r.host, list(r.argv), dict(r.env or {}), r.cwd,
+                                r.slots, r.state, r.created_at, r.exit_code, r.signal, r.pid, r.stop, r.stop_reason,
+                                r.ended_at, list(r.stdout or []), list(r.stderr or []))
+                    for r in c.execute(select(ActivityRow))]
+            last_event = c.execute(select(func.max(EventRow.id))).scalar() or 0
+            meta = {r.key: r.value for r in c.execute(select(MetaRow))}
+        self._fences = {(str(k[0]), k[1]): n for k, n in fences}
+        return Snapshot(plan.version, plan.text, plan.applied_by, plan.applied_at, clients, hosts, allocs, holdings,
+                        fences, acts, last_event + 1, int(meta.get("max_allocation", 0)),
+                        int(meta.get("max_activity", 0)))
+
+    # -- a batch ---------------------------------------------------------------------
+    def commit(self, b: Batch) -> None:
+        if b.empty and b.fences == self._fences:
+            return
+        with self.engine.begin() as c:
+            if b.plan is not None:
+                version, text, by, at = b.plan
+                c.execute(insert(PlanRow).values(version=version, text=text, applied_by=by, applied_at=at))
+            if b.clients:
+                c.execute(insert(ClientRow), [{"id": x.id, "name": x.name, "consumer": x.consumer,
+                                               "created_at": x.created_at} for x in b.clients])
+            if b.hosts:
+                self._replace(c, HostRow, HostRow.name, list(b.hosts), [h.row() for h in b.hosts.values()])
+            gone = list(b.deleted_allocations)
+            if b.allocations or gone:
+                self._replace(c, RequestRow, RequestRow.id, list(b.allocations) + gone,
+                              [_alloc_row(a) for a in b.allocations.values() if a.id not in set(gone)])
+                top = max([*b.allocations, *gone])
+                self._meta(c, "max_allocation", top)
+            if b.holdings_full is not None:
+                c.execute(delete(HoldingRow))
+                if b.holdings_full:
+                    c.execute(insert(HoldingRow), [_holding_row(i, h) for i, h in b.holdings_full])
+            if b.holdings:
+                self._replace(c, HoldingRow, HoldingRow.id, list(b.holdings),
+                              [_holding_row(i, h) for i, h in b.holdings.items() if h is not None])
+            if b.fences != self._fences:
+                c.execute(delete(FenceRow))
+                if b.fences:
+                    c.execute(insert(FenceRow), [{"request": int(r), "host": h, "slots": n}
+                                                 for (r, h), n in b.fences.items()])
+            if b.activities:
+                self._replace(c, ActivityRow, ActivityRow.id, list(b.activities),
+                              [a.row() for a in b.activities.values()])
+                self._meta(c, "max_activity", max(b.activities))
+            if b.events:
+                c.execute(insert(EventRow), [{"id": body["id"], "client": client, "body": body,
+                                              "created_at": time.time()} for client, body in b.events])
+        self._fences = dict(b.fences)
+
+    @staticmethod
+    def _replace(c, table, key, keys: list, rows: list[dict[str, Any]]) -> None:  # noqa: ANN001
+        for i in range(0, len(keys), _CHUNK):
+            c.execute(delete(table).where(key.in_(keys[i:i + _CHUNK])))
+        if rows:
+            c.execute(insert(table), rows)
+
+    @staticmethod
+    def _meta(c, key: str, value: int) -> None:  # noqa: ANN001
+        c.execute(delete(MetaRow).where(MetaRow.key == key))
+        c.execute(insert(MetaRow).values(key=key, value=str(value)))
+
+    # -- events and tokens (read and written outside the engine's batches) ---------------------
+    def events_after(self, client: int, after: int, limit: int = 1000) -> list[dict[str, Any]]:
+        with self.engine.connect() as c:
+            rows = c.execute(select(EventRow.body).where(EventRow.client == client, EventRow.id > after)
+                             .order_by(EventRow.id).limit(limit))
+            return [r.body for r in rows]
+
+    def create_token(self, kind: str, consumer: str | None = None, host: str | None = None) -> str:
+        token = new_token()
+        with self.engine.begin() as c:
+            c.execute(insert(TokenRow).values(digest=digest(token), kind=kind, consumer=consumer, host=host,
+                                              created_at=time.time()))
+        return token
+
+    def token(self, token: str) -> TokenRow | None:
+        with self.engine.connect() as c:
+            return c.execute(select(TokenRow).where(TokenRow.digest == digest(token))).first()
