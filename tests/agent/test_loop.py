@@ -128,12 +128,12 @@ def test_restart_reconciles(master: FakeMaster, agents: Agents, tmp_path: Path) 
     agents.start(master.url, "h1", tmp_path / "w")
     until(lambda: len(master.registers) == 2, what="the second register")
     assert master.registers[1][1]["activities"] == [{"id": 1, "pid": pids[1]}, {"id": 2, "pid": pids[2]}]
-    until(lambda: state_of(master, "h1", 1) == "exited", what="activity 1 stopped")
+    until(lambda: state_of(master, "h1", 1) == "killed", what="activity 1 stopped")
     until(lambda: not psutil.pid_exists(pids[1]) or psutil.Process(pids[1]).status() == "zombie",
           what="activity 1's process gone")
     assert state_of(master, "h1", 2) == "running"
     master.send("h1", {"op": "stop", "activity": 2, "kill_grace": 5.0})
-    until(lambda: state_of(master, "h1", 2) == "exited", what="activity 2 stopped")
+    until(lambda: state_of(master, "h1", 2) == "killed", what="activity 2 stopped")
 
 
 def test_follows_the_leader_and_registers_again(master: FakeMaster, agents: Agents, tmp_path: Path) -> None:

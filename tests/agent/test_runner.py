@@ -192,7 +192,7 @@ def test_restart_adopts_live_processes_and_reports_gone_ones(tmp_path: Path) -> 
         # The master does not know activity 1: it says stop, and the adopted process goes.
         second.stop(1, kill_grace=5)
         end = ended(second, 1)
-        assert end["state"] == "exited" and end["exit_code"] is None
+        assert (end["state"], end["exit_code"], end["signal"]) == ("killed", None, signal.SIGTERM)
         first.live[1].proc.wait(timeout=5)
     finally:
         first.close(kill=True)

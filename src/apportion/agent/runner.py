@@ -36,6 +36,7 @@ class _Live:
 
     proc: subprocess.Popen[bytes] | None  # None for a process adopted after a restart
     kill_at: float | None = None  # monotonic time of the SIGKILL, once a stop came
+    sent: int | None = None  # the last signal the runner sent the group
     leader_status: tuple[str, int | None, int | None] | None = None  # the leader's end, once reaped
 
 
@@ -106,6 +107,7 @@ class ProcessRunner:
         if e.state != "running" or live is None or live.kill_at is not None:
             return  # ended already, or being stopped: a repeated stop changes nothing
         live.kill_at = time.monotonic() + max(0.0, kill_grace)
+        live.sent = signal.SIGTERM
         signal_group(e.pid, signal.SIGTERM)
         log.info("activity %d: SIGTERM to group %d, SIGKILL in %gs", activity, e.pid, kill_grace)
 
@@ -131,6 +133,7 @@ class ProcessRunner:
                 live.leader_status = self._leader_end(e, live)
             if live.kill_at is not None and now >= live.kill_at and group_alive(e.pid):
                 signal_group(e.pid, signal.SIGKILL)
+                live.sent = signal.SIGKILL
                 log.info("activity %d: SIGKILL to group %d", aid, e.pid)
                 live.kill_at = now  # again at the next poll if something still lives
             if live.leader_status is None:
@@ -147,7 +150,11 @@ class ProcessRunner:
 
     def _leader_end(self, e: Entry, live: _Live) -> tuple[str, int | None, int | None] | None:
         if live.proc is None:
-            return None if is_alive(e.pid, e.create_time) else ("exited", None, None)
+            # Not this runner's child: its wait status is not ours to read. Gone after a signal
+            # from us, it counts as killed by the last one; gone by itself, as exited, code unknown.
+            if is_alive(e.pid, e.create_time):
+                return None
+            return ("exited", None, None) if live.sent is None else ("killed", None, int(live.sent))
         code = live.proc.poll()
         if code is None:
             return None
