@@ -226,7 +226,7 @@ class Master:
 
     # -- decisions into events and rows ------------------------------------------------
     def _event(self, batch: Batch, client: int, body: dict[str, Any]) -> None:
-        body = {"id": self.next_event, **body}
+        body = {"id": self.next_event, **body, "at": round(time.time(), 3)}
         self.next_event += 1
         batch.events.append((client, body))
 

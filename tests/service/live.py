@@ -1,0 +1,186 @@
+"""Real masters and agents for end-to-end tests: each is its own process on loopback.
+
+``start_master`` runs ``apportion server init`` and ``apportion server`` exactly as a
+user would; ``start_agent`` runs ``apportion agent``. ``wait_until`` waits for a state
+with a bound instead of sleeping. ``postgres_url`` gives a fresh PostgreSQL database
+on the machine's server (127.0.0.1:5432), or skips with the reason when none answers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+TAG = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # in the environment of every agent (and its processes) started here
+PG_ADMIN = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
+CLI = [sys.executable, "-m", "apportion.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str = "the expected state",
+               every: float = 0.05) -> Any:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < end:
+        try:
+            last = check()
+        except (httpx.HTTPError, OSError) as e:
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"waited {timeout} s for {what}; last saw {last!r}")
+
+
+@dataclass
+class Proc:
+    args: list[str]
+    log: Path
+    popen: subprocess.Popen | None = None
+
+    def start(self, env: dict[str, str] | None = None) -> None:
+        f = open(self.log, "ab")  # noqa: SIM115 - the child keeps it
+        self.popen = subprocess.Popen(self.args, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                      start_new_session=True)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig) if sig == signal.SIGKILL else self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout=5)
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class Master:
+    db: str
+    workdir: Path
+    port: int
+    token: str
+    plan: Path
+    proc: Proc
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def http(self, token: str | None = None) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {token or self.token}"},
+                            timeout=30)
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(self.url + "/readyz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def restart(self, wait: bool = True) -> None:
+        self.proc.kill(signal.SIGKILL)
+        self.proc.start()
+        if wait:
+            wait_until(self.ready, 30, f"master on {self.url} ready again:\n{self.proc.output()[-3000:]}")
+
+
+def start_master(workdir: Path, plan_text: str, db: str | None = None, extra: list[str] | None = None,
+                 wait: bool = True, port: int | None = None, token: str | None = None) -> Master:
+    workdir.mkdir(parents=True, exist_ok=True)
+    db = db or f"sqlite:///{workdir / 'apportion.db'}"
+    plan = workdir / "plan.yaml"
+    plan.write_text(plan_text)
+    if token is None:
+        token_file = workdir / "admin.token"
+        subprocess.run([*CLI, "server", "init", "--db", db, "--token-file", str(token_file)], check=True,
+                       capture_output=True, timeout=60)
+        token = token_file.read_text().strip()
+    port = port or free_port()
+    args = [*CLI, "server", "--plan", str(plan), "--db", db, "--listen", f"127.0.0.1:{port}",
+            "--heartbeat", "0.3", "--kill-grace", "1", *(extra or [])]
+    proc = Proc(args, workdir / f"master-{port}.log")
+    proc.start()
+    m = Master(db, workdir, port, token, plan, proc, extra or [])
+    if wait:
+        wait_until(lambda: m.ready() or not proc.alive, 30, "the master to be ready")
+        assert proc.alive, proc.output()[-3000:]
+    return m
+
+
+def start_agent(master: Master | str, name: str, workdir: Path, slots: int = 4, token: str | None = None,
+                extra: list[str] | None = None) -> Proc:
+    url = master if isinstance(master, str) else master.url
+    token = token or (master.token if isinstance(master, Master) else None)
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = [*CLI, "agent", "--master", url, "--name", name, "--slots", str(slots), "--workdir", str(workdir),
+            "--heartbeat", "0.3", *(extra or [])]
+    proc = Proc(args, workdir / "agent.log")
+    proc.start(env={"APPORTION_TOKEN": token or "", "APPORTION_E2E": TAG})
+    return proc
+
+
+def reap() -> int:
+    """Kill every process that agents started by this test process left behind (they run
+    in their own process groups, so killing an agent leaves them, as it should)."""
+    import psutil
+
+    n = 0
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.pid != os.getpid() and p.environ().get("APPORTION_E2E") == TAG:
+                p.kill()
+                n += 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return n
+
+
+def host_state(m: Master, name: str) -> str | None:
+    with m.http() as c:
+        for h in c.get("/v1/hosts").json()["hosts"]:
+            if h["name"] == name:
+                return h["state"]
+    return None
+
+
+def postgres_url() -> Iterator[str]:
+    """A fresh database on the local PostgreSQL for one test, dropped afterwards."""
+    try:
+        import psycopg
+
+        admin = psycopg.connect(PG_ADMIN, autocommit=True)
+    except Exception as e:  # noqa: BLE001 - any failure to connect means no server here
+        pytest.skip(f"no PostgreSQL server answers at 127.0.0.1:5432 ({e.__class__.__name__}: {e})")
+    name = "apportion_" + uuid.uuid4().hex[:12]
+    admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()

@@ -1,0 +1,88 @@
+"""One reclaim followed all the way, with a real master, a real agent and real processes.
+
+/A holds both slots of host h1 and runs two processes; the newer one ignores
+SIGTERM. /B arrives with an equal share: one slot is reclaimed from /A with /A's
+grace period. /A ignores the reclaim. At the deadline the master takes the slot
+back, the agent sends SIGTERM to /A's newest process and SIGKILL after kill_grace,
+and only once the agent reports it gone is the slot granted to /B, whose own
+process then starts.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tests.service.live import start_agent, start_master, wait_until
+
+PLAN = """
+resource_groups:
+  - {name: all, select: "select(slots > 0)"}
+consumers:
+  - {path: /A, grace: 2}
+  - {path: /B, grace: 2}
+"""
+
+IGNORES_TERM = [sys.executable, "-c",
+                "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+                "while True: time.sleep(0.05)"]
+SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
+
+
+def events(c, client: int, after: int = 0) -> list[dict]:
+    return c.get(f"/v1/clients/{client}/events", params={"after": after, "wait": 0}).json()["events"]
+
+
+def test_reclaim_end_to_end(tmp_path, db_url):
+    m = start_master(tmp_path / "m", PLAN, db=db_url)
+    agent = start_agent(m, "h1", tmp_path / "h1", slots=2)
+    try:
+        with m.http() as c:
+            wait_until(lambda: any(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]), 20, "h1 up")
+            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
+            b = c.post("/v1/clients", json={"name": "appB", "consumer": "/B"}).json()["id"]
+            alloc_a = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 2})
+            assert alloc_a.status_code == 201, alloc_a.text
+            aid = alloc_a.json()["id"]
+            wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["hosts"] == {"h1": 2}, 20, "A granted 2")
+            first = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": SLEEPER}).json()["id"]
+            newest = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": IGNORES_TERM}).json()["id"]
+            # a third process would use more than A holds on h1
+            over = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": SLEEPER})
+            assert over.status_code == 422 and "slots" in over.json()["detail"]
+            for act in (first, newest):
+                wait_until(lambda act=act: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20,
+                           f"activity {act} running")
+            wait_until(lambda: c.get(f"/v1/activities/{newest}/output").json()["stdout"] == ["ready"], 20,
+                       "the SIGTERM trap set")
+
+            bid = c.post("/v1/allocations", json={"client": b, "consumer": "/B", "group": "all", "max": 1}).json()["id"]
+            reclaim = wait_until(lambda: [e for e in events(c, a) if e["type"] == "reclaim"], 20, "a reclaim event")[0]
+            assert reclaim["allocation"] == aid and reclaim["host"] == "h1" and reclaim["slots"] == 1
+            assert reclaim["for"] == "/B"
+            assert c.get(f"/v1/allocations/{aid}").json()["reclaiming"] == [
+                {"host": "h1", "slots": 1, "deadline": reclaim["deadline"], "for": "/B"}]
+            # /A ignores it. Until the deadline /B gets nothing: the slot is still /A's
+            assert c.get(f"/v1/allocations/{bid}").json()["held"] == 0
+
+            killed = wait_until(lambda: [e for e in events(c, a) if e["type"] == "activity"
+                                         and e["activity"] == newest and e["state"] in ("killed", "exited")],
+                                30, "A's newest process gone")[0]
+            assert killed["state"] == "killed" and killed["signal"] == 9, killed  # it ignored SIGTERM
+            removed = [e for e in events(c, a) if e["type"] == "removed"]
+            assert removed and removed[0]["slots"] == 1 and removed[0]["at"] >= reclaim["deadline"]
+            # SIGKILL came kill_grace (1 s) after the SIGTERM sent at the deadline
+            assert killed["at"] - reclaim["deadline"] >= 1.0, (killed, reclaim)
+            # the older process runs on: A still holds one slot on h1
+            assert c.get(f"/v1/activities/{first}").json()["state"] == "running"
+            assert c.get(f"/v1/allocations/{aid}").json()["hosts"] == {"h1": 1}
+
+            granted_b = wait_until(lambda: [e for e in events(c, b) if e["type"] == "granted"], 20, "B granted")[0]
+            assert granted_b["host"] == "h1" and granted_b["slots"] == 1
+            assert granted_b["id"] > killed["id"], "B was granted the slot before A's process was gone"
+            b_act = c.post(f"/v1/allocations/{bid}/activities", json={"host": "h1", "argv": SLEEPER}).json()["id"]
+            wait_until(lambda: c.get(f"/v1/activities/{b_act}").json()["state"] == "running", 20, "B's process")
+            hosts = c.get("/v1/hosts").json()["hosts"]
+            assert hosts[0]["used"] == 2 and hosts[0]["free"] == 0
+    finally:
+        agent.kill()
+        m.proc.kill()
