@@ -23,7 +23,7 @@ from apportion.plan.consumers import compile_consumers
 from apportion.plan.context import Context
 from apportion.plan.errors import KeyPath, PlanError, Positions, Problem, Reporter
 from apportion.plan.hosts import compile_groups, compile_hosts
-from apportion.plan.positions import load_document
+from apportion.plan.positions import Document, compile_document, load_document
 from apportion.plan.schema import (
     ChangeIn,
     Checked,
@@ -186,8 +186,7 @@ class _Replanner:
         if isinstance(raw, str):
             path = Path(self.source).parent / raw
             try:
-                doc = load_document(path)
-                plan, _, ctx = _compile_with_context(doc.data, doc.source, doc.positions, False, doc.problems)
+                plan, _, ctx = compile_document(load_document(path), _plan_with_context)
             except PlanError as e:
                 self.reporter.extend(e.problems)
                 return None, None
@@ -286,15 +285,30 @@ def compile_scenario(
     return Scenario(plan=plan, steps=steps, source=source)
 
 
+def _plan_with_context(doc: Document) -> tuple[Plan, tuple[Any, ...], Context]:
+    return _compile_with_context(doc.data, doc.source, doc.positions, False, doc.problems)
+
+
+def plan_of(document: Document) -> Plan:
+    """The plan a parsed file holds (its ``timeline``, if any, is ignored)."""
+    return compile_document(document, lambda d: _compile(d.data, d.source, d.positions, False, d.problems)[0])
+
+
+def scenario_of(document: Document) -> Scenario:
+    """The scenario a parsed file holds: a plan plus a ``timeline`` (none gives no steps)."""
+
+    def compile_(d: Document) -> Scenario:
+        plan, steps = _compile(d.data, d.source, d.positions, True, d.problems)
+        return Scenario(plan=plan, steps=steps, source=d.source)
+
+    return compile_document(document, compile_)
+
+
 def load_plan(path: str | os.PathLike[str]) -> Plan:
     """Read a .yaml/.yml/.toml plan file; PlanError lists every problem with its line."""
-    document = load_document(path)
-    plan, _ = _compile(document.data, document.source, document.positions, False, document.problems)
-    return plan
+    return plan_of(load_document(path))
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read a scenario file (a plan plus a ``timeline``; no timeline gives no steps)."""
-    document = load_document(path)
-    plan, steps = _compile(document.data, document.source, document.positions, True, document.problems)
-    return Scenario(plan=plan, steps=steps, source=document.source)
+    return scenario_of(load_document(path))

@@ -37,7 +37,7 @@ from apportion.importers.ducc.values import suggest
 from apportion.plan.errors import KeyPath, PlanError, Positions, Problem, Reporter
 from apportion.plan.hostnames import expand_hosts
 from apportion.plan.hosts import new_host_names
-from apportion.plan.positions import load_document
+from apportion.plan.positions import Document, compile_document, load_document
 from apportion.plan.schema import Checked, RequestId, kind_of, show, validate_item
 from apportion.scenario.ducc_model import (
     DEFAULT_THREADS,
@@ -150,13 +150,6 @@ def is_ducc_scenario(data: Any) -> bool:
     plan sections (a file with both is an EGO plan carrying a DUCC section)."""
     return isinstance(data, Mapping) and "ducc" in data and not any(k in data for k in EGO_SECTIONS)
 
-
-def file_is_ducc_scenario(path: str | os.PathLike[str]) -> bool:
-    """True when the file parses and has a top-level ``ducc:`` key (False when it does not parse)."""
-    try:
-        return is_ducc_scenario(load_document(path).data)
-    except PlanError:
-        return False
 
 
 class _Compiler:
@@ -511,10 +504,15 @@ def compile_ducc_scenario(data: Any, source: str = "<scenario>", positions: Posi
                         source=source)
 
 
+def ducc_scenario_of(document: Document) -> DuccScenario:
+    """The DUCC scenario a parsed file holds; ``PlanError`` lists every problem with its line."""
+    return compile_document(document, lambda d: compile_ducc_scenario(d.data, d.source, d.positions,
+                                                                      early=d.problems))
+
+
 def load_ducc_scenario(path: str | os.PathLike[str]) -> DuccScenario:
     """Read a DUCC scenario file (.yaml/.yml/.toml); ``PlanError`` lists every problem with its line."""
-    doc = load_document(path)
-    return compile_ducc_scenario(doc.data, doc.source, doc.positions, early=doc.problems)
+    return ducc_scenario_of(load_document(path))
 
 
 def ducc_scenario_from_directory(directory: str | os.PathLike[str], jobs: str | os.PathLike[str] | None = None,
@@ -542,9 +540,13 @@ def ducc_scenario_from_directory(directory: str | os.PathLike[str], jobs: str | 
                                  "without ducc: (hosts, cycle, timeline) or a DUCC workload directory (jobs.in/)")])
     doc = load_document(jobs_path)
     if isinstance(doc.data, Mapping) and "ducc" in doc.data:
-        raise PlanError([Problem(doc.source, doc.positions.get(("ducc",)), "ducc",
+        raise PlanError([Problem(doc.source, doc.with_positions().positions.get(("ducc",)), "ducc",
                                  "the configuration comes from the directory; leave ducc: out of the jobs file")])
-    data = dict(doc.data) if isinstance(doc.data, Mapping) else doc.data
-    if isinstance(data, dict):
-        data["ducc"] = ducc
-    return compile_ducc_scenario(data, doc.source, doc.positions, early=doc.problems)
+
+    def compile_(d: Document) -> DuccScenario:
+        data = dict(d.data) if isinstance(d.data, Mapping) else d.data
+        if isinstance(data, dict):
+            data["ducc"] = ducc
+        return compile_ducc_scenario(data, d.source, d.positions, early=d.problems)
+
+    return compile_document(doc, compile_)

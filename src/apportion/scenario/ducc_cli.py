@@ -22,27 +22,29 @@ from rich.console import Console
 from rich.table import Table
 
 from apportion.scenario.ducc_model import DuccScenario
+from apportion.scenario.model import Scenario
 
 
-def is_ducc_input(path: Path) -> bool:
-    """A directory (a DUCC configuration) or a scenario file with a ``ducc:`` key."""
-    from apportion.plan.ducc_scenario import file_is_ducc_scenario
-
-    return path.is_dir() or (path.is_file() and file_is_ducc_scenario(path))
-
-
-def load(path: Path, jobs: Path | None = None, properties: list[tuple[str, str]] | None = None) -> DuccScenario:
-    """The DUCC scenario ``path`` stands for; ``PlanError`` lists every problem."""
-    from apportion.plan.ducc_scenario import ducc_scenario_from_directory, load_ducc_scenario
+def load(path: Path, jobs: Path | None = None,
+         properties: list[tuple[str, str]] | None = None) -> DuccScenario | Scenario:
+    """What ``path`` stands for, the file read once: a DUCC scenario for a directory (a DUCC
+    configuration) or a file with a ``ducc:`` key and no EGO sections, else an EGO scenario.
+    ``PlanError`` lists every problem."""
+    from apportion.plan.compile import scenario_of
+    from apportion.plan.ducc_scenario import ducc_scenario_from_directory, ducc_scenario_of, is_ducc_scenario
     from apportion.plan.errors import PlanError, Problem
+    from apportion.plan.positions import load_document
 
     if path.is_dir():
         return ducc_scenario_from_directory(path, jobs, dict(properties or []))
+    doc = load_document(path)
+    if not is_ducc_scenario(doc.data):
+        return scenario_of(doc)
     if jobs is not None or properties:
         raise PlanError([Problem(str(path), None, "--jobs/--property",
                                  "only with a DUCC configuration directory; a scenario file names its own "
                                  "files and properties in ducc:")])
-    return load_ducc_scenario(path)
+    return ducc_scenario_of(doc)
 
 
 def summary(sc: DuccScenario) -> str:
