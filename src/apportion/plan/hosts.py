@@ -113,15 +113,18 @@ def _group_members(ctx: Context, index: int, m: ResourceGroupIn) -> list[str] | 
     else:
         assert m.hosts is not None
         ok = True
+        seen: set[str] = set()
         for j, pattern in enumerate(m.hosts):
             names = resolve_host_names(ctx, pattern, where + ("hosts", j))
             if names is None:
                 ok = False
                 continue
-            again = [n for n in names if n in members]
+            again = [n for n in names if n in seen]
             if again:
                 ctx.add(where + ("hosts", j), f"host {_names_list(again)} listed twice in this group")
-            members.extend(n for n in names if n not in members)
+            fresh = [n for n in dict.fromkeys(names) if n not in seen]
+            members.extend(fresh)
+            seen.update(fresh)
         if not ok:
             return None
     if ordering is not None:
