@@ -86,6 +86,9 @@ def solve(
                       "scenario.", soft_wrap=True)
             raise typer.Exit(3) from None
         _print_snapshots(ducc_snaps, json_out, ducc_cli.render)
+        note = ducc_cli.horizon_note(scenario, ducc_snaps)
+        if note:
+            err.print(f"{file}: {note}", markup=False, highlight=False, soft_wrap=True)
         return
     if scenario.plan.ducc is not None:
         err.print(f"[bold red]{file}:[/] has a `ducc:` section beside EGO sections (resource_groups, consumers, "

@@ -40,6 +40,7 @@ from apportion.plan.hosts import new_host_names
 from apportion.plan.positions import Document, compile_document, load_document
 from apportion.plan.schema import Checked, RequestId, kind_of, show, validate_item
 from apportion.scenario.ducc_model import (
+    DEFAULT_HORIZON,
     DEFAULT_THREADS,
     NODE_EVENTS,
     DuccScenario,
@@ -127,6 +128,7 @@ class DuccScenarioIn(_Model):
     cycle: PosNumber | None = None
     report: Literal["steps", "cycles"] = "steps"
     until: NonNegNumber | None = None
+    horizon: PosNumber | None = None
     replay: Any = None
     timeline: Any = None
 
@@ -485,6 +487,11 @@ def compile_ducc_scenario(data: Any, source: str = "<scenario>", positions: Posi
     comp.reporter.problems = []
     if m.report == "cycles" and m.cycle is None and "report" in m.model_fields_set:
         comp.add(("report",), "report: cycles needs a clock: set cycle (seconds between cycles)")
+    if m.horizon is not None and m.cycle is None:
+        comp.add(("horizon",), "horizon needs a clock: set cycle (seconds between cycles); without one each "
+                 "step is settled and the run ends after the last")
+    if m.horizon is not None and m.until is not None:
+        comp.add(("horizon",), f"give until or horizon, not both: until ({m.until:g}s) already ends the run")
     comp.hosts(m.hosts)
     cfg = comp.config(m.ducc, ("ducc",))
     raw_steps = m.timeline
@@ -495,13 +502,19 @@ def compile_ducc_scenario(data: Any, source: str = "<scenario>", positions: Posi
         raw_steps = []
     steps = comp.timeline(raw_steps, cfg)
     replay = comp.replay(m.replay, cfg) if m.replay is not None else []
+    merged = _merge(steps, replay)
+    horizon = m.horizon if m.horizon is not None else DEFAULT_HORIZON
+    if m.cycle is not None and m.until is None and merged and merged[-1].at > horizon:
+        default = "" if m.horizon is not None else ", the default"
+        comp.add(("horizon",), f"{merged[-1].label or 'the last step'} comes at {merged[-1].at:g}s, after the "
+                 f"run's horizon ({horizon:g}s{default}): set horizon (or until) to a later time")
     here = [*comp.reporter.problems, *(p for p in comp.later if p.file == source)]
     problems = [*(early or []), *shape, *sorted(here, key=lambda p: (p.line is None, p.line or 0)),
                 *(p for p in comp.later if p.file != source)]
     if problems or cfg is None or comp.failed:
         raise PlanError(problems or [Problem(source, None, "ducc", "the DUCC configuration could not be read")])
-    return DuccScenario(config=cfg, steps=_merge(steps, replay), cycle=m.cycle, report=m.report, until=m.until,
-                        source=source)
+    return DuccScenario(config=cfg, steps=merged, cycle=m.cycle, report=m.report, until=m.until,
+                        source=source, horizon=horizon)
 
 
 def ducc_scenario_of(document: Document) -> DuccScenario:

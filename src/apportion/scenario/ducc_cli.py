@@ -57,6 +57,16 @@ def summary(sc: DuccScenario) -> str:
             f"{jobs - reservations} jobs, {reservations} reservations, {len(sc.steps)} steps, {clock}")
 
 
+def horizon_note(sc: DuccScenario, snaps: list[dict[str, Any]]) -> str | None:
+    """The one line a run that stopped at its horizon prints on stderr; None for any other end."""
+    if not snaps or snaps[-1].get("ended") != "horizon":
+        return None
+    left = sum(1 for j in snaps[-1]["jobs"].values() if j.get("done_items", 0) < j.get("work_items", 0))
+    return (f"the run stopped at its horizon, t = {sc.horizon:g}s of simulated time, with {left} job(s) "
+            "still at work; that is not an "
+            "error. Set `until: SECONDS` to stop the clock earlier, or `horizon: SECONDS` to run longer.")
+
+
 def _t(x: float) -> str:
     return f"{x:g}s"
 
@@ -81,7 +91,8 @@ def render(console: Console, snaps: list[dict[str, Any]], machines_limit: int = 
             title += "  ·  " + ", ".join(plain + (["replay " + ", ".join(replayed)] if replayed else []))
         if snap.get("end"):
             title += "  ·  end" + {"done": ": all work done", "until": ": `until` reached",
-                                   "stalled": ": what is left cannot be placed"}.get(snap.get("ended", ""), "")
+                                   "stalled": ": what is left cannot be placed",
+                                   "horizon": ": the horizon is reached, work left"}.get(snap.get("ended", ""), "")
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                   caption="ord = quanta per process; count = processes How Much gives the job; held = on "
                           "machines, evicted ones included; going = evicted, not yet gone", caption_justify="left")

@@ -14,6 +14,8 @@ from apportion.engine.ducc.config import DuccConfig
 DEFAULT_THREADS = 4  # DUCC's default threads per process (process_pipeline_count)
 
 
+DEFAULT_HORIZON = 7 * 24 * 3600.0  # seconds of simulated time: a clocked run without `until` ends there
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """A job (or, with ``reserve``, a reservation) as submitted.
@@ -79,3 +81,5 @@ class DuccScenario:
     report: str = "steps"  # or "cycles"
     until: float | None = None  # stop the clock here (None: when all work is done)
     source: str = "<scenario>"
+    # without ``until``, the clock stops here at the latest, work left or not (None: never)
+    horizon: float | None = DEFAULT_HORIZON

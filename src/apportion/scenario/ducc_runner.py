@@ -27,7 +27,9 @@ agents, so that a scenario's jobs start, initialise, work, shrink and finish:
 - **cancel** removes a job and its processes at the step's time.
 - **the end**: after the last step, when no job with work to do is left (or
   ``until`` is reached; or nothing has changed for a while and nothing can: the
-  remaining jobs cannot be placed).
+  remaining jobs cannot be placed). Without ``until`` a clocked run stops at its
+  ``horizon`` at the latest (7 days of simulated time unless set), work left or
+  not: long jobs are normal, and that end is as ordinary as the others.
 
 Observed timings feed the engine's prediction as DUCC's do: a job's
 ``init_seconds`` is known once one of its processes has initialised, its
@@ -36,6 +38,7 @@ Observed timings feed the engine's prediction as DUCC's do: a job's
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,12 +50,11 @@ from apportion.scenario.ducc_model import DuccScenario, DuccStep, JobSpec
 
 FOREVER_ITEMS = 10**12  # a job without work_items (a service) never runs out of work
 MAX_SETTLE_CYCLES = 1000
-MAX_CYCLES = 200_000
 _EPS = 1e-9
 
 
 class DuccRunError(RuntimeError):
-    """The simulation did not come to an end: a bug, never a user error."""
+    """The simulation did not come to an end (a step that never settles): a bug, never a user error."""
 
 
 @dataclass
@@ -111,7 +113,7 @@ class DuccRunner:
     """A DUCC scenario played through the engine. ``records()`` yields every cycle;
     ``run()`` returns the snapshots (the JSON contract of ``apportion solve --json``)."""
 
-    def __init__(self, scenario: DuccScenario, max_cycles: int = MAX_CYCLES) -> None:
+    def __init__(self, scenario: DuccScenario, max_cycles: int | None = None) -> None:
         self.sc = scenario
         self.config = scenario.config
         self.max_cycles = max_cycles
@@ -124,7 +126,7 @@ class DuccRunner:
         self.pending: set[int] = set()
         self.needy: tuple[str, ...] = ()
         self.next_share_id = 1
-        self.ended = ""  # why the run ended: done, until, stalled, or last step (no clock)
+        self.ended = ""  # why the run ended: done, until, horizon, stalled, or last step (no clock)
         self.schedule_fn: Callable[[DuccConfig, api.DuccState, float], api.DuccDecisions] = api.schedule
         self._machines_for(self.config)
 
@@ -343,10 +345,11 @@ class DuccRunner:
         i = 0
         k = math.floor(steps[0].at / cycle + _EPS) if steps else 0
         quiet = 0
-        for _ in range(self.max_cycles):
+        end, why = (self.sc.until, "until") if self.sc.until is not None else (self.sc.horizon, "horizon")
+        for _ in range(self.max_cycles) if self.max_cycles is not None else itertools.count():
             now = k * cycle
-            if self.sc.until is not None and now > self.sc.until + _EPS:
-                self.ended = "until"
+            if end is not None and now > end + _EPS:
+                self.ended = why
                 return
             applied = []
             while i < len(steps) and steps[i].at <= now + _EPS:
@@ -435,7 +438,7 @@ def _run_settled(runner: DuccRunner, on_cycle) -> list[dict[str, Any]]:
 
 
 def run(scenario: DuccScenario, on_cycle: Callable[[CycleRecord], None] | None = None,
-        max_cycles: int = MAX_CYCLES) -> list[dict[str, Any]]:
+        max_cycles: int | None = None) -> list[dict[str, Any]]:
     """Play ``scenario``; return its snapshots (``apportion solve --json``)."""
     runner = DuccRunner(scenario, max_cycles=max_cycles)
     if scenario.cycle is None:
