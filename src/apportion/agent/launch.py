@@ -6,7 +6,7 @@ import asyncio
 import fcntl
 import logging
 import signal
-from contextlib import ExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -21,6 +21,7 @@ from apportion.agent.protocol import Runner
 from apportion.agent.runner import ProcessRunner
 
 log = logging.getLogger("apportion.agent")
+_LIMITS = httpx.Limits(max_connections=4, max_keepalive_connections=4)  # the long poll and an extra heartbeat
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,6 @@ def lock_workdir(workdir: Path) -> IO[str]:
 
 async def serve(config: AgentConfig) -> None:
     """Run the configured agents until cancelled, or until SIGTERM / SIGINT."""
-    limits = httpx.Limits(max_connections=2 * config.count + 8, max_keepalive_connections=2 * config.count + 8)
     with ExitStack() as stack:
         runners: list[Runner] = []
         for name in config.names():
@@ -73,10 +73,14 @@ async def serve(config: AgentConfig) -> None:
                 stack.enter_context(lock_workdir(workdir))
                 runners.append(ProcessRunner(workdir))
         facts = gather(config.slots, config.memory, config.attributes)
-        async with httpx.AsyncClient(limits=limits) as client:
-            agents = [Agent(name, facts, runner, MasterLink(config.masters, config.token, client),
-                            heartbeat=config.heartbeat, watch=not config.light)
-                      for name, runner in zip(config.names(), runners)]
+        async with AsyncExitStack() as clients:
+            agents = []
+            for name, runner in zip(config.names(), runners):
+                # A client (connection pool) per agent: httpcore looks at every connection of a pool
+                # on each request, so one pool for N agents costs N times more per heartbeat.
+                client = await clients.enter_async_context(httpx.AsyncClient(limits=_LIMITS))
+                agents.append(Agent(name, facts, runner, MasterLink(config.masters, config.token, client),
+                                    heartbeat=config.heartbeat, watch=not config.light))
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, lambda: [a.stop() for a in agents])
