@@ -156,6 +156,8 @@ def test_start_is_idempotent_and_forget_clears(runner: ProcessRunner) -> None:
     pid = report(runner, 1)["pid"]
     start(runner, 1, SLEEPS)
     assert runner.running() == [{"id": 1, "pid": pid}]
+    runner.forget(1)  # only an end is forgotten
+    assert runner.running() == [{"id": 1, "pid": pid}]
     runner.stop(1, kill_grace=30)
     ended(runner, 1)
     runner.forget(1)

@@ -30,7 +30,8 @@ class LightRunner:
                                      "signal": int(signal.SIGTERM)}
 
     def forget(self, activity: int) -> None:
-        self.states.pop(activity, None)
+        if self.states.get(activity, {}).get("state") != "running":
+            self.states.pop(activity, None)
 
     def poll(self) -> bool:
         return False

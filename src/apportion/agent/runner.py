@@ -112,9 +112,10 @@ class ProcessRunner:
         log.info("activity %d: SIGTERM to group %d, SIGKILL in %gs", activity, e.pid, kill_grace)
 
     def forget(self, activity: int) -> None:
-        if self.entries.pop(activity, None) is None:
-            return
-        self.live.pop(activity, None)
+        e = self.entries.get(activity)
+        if e is None or e.state == "running":
+            return  # only an end is forgotten: a process that runs stays known until it is stopped
+        del self.entries[activity]
         self._save()
         adir = self.activity_dir(activity)
         for stream in ("stdout", "stderr"):
