@@ -58,7 +58,9 @@ class Manager:
     def start(self) -> int:
         """Register, find or make the allocation; -> the event id to read after."""
         self.client_id = self.api.register(self.name, self.consumer)
-        after = max((e["id"] for e in self.api.poll_events(self.client_id, after=0, wait=0)), default=0)
+        after = 0
+        while batch := self.api.poll_events(self.client_id, after=after, wait=0):
+            after = batch[-1]["id"]  # what came before this run is history: read after it
         mine = [a for a in self.api.allocations(consumer=self.consumer)
                 if a.get("client") == self.client_id and a.get("max", 0) > 0]
         if mine:  # registered again under the same name: the allocation lived on
@@ -72,15 +74,21 @@ class Manager:
 
     # -- what runs where -----------------------------------------------------------------
 
-    def workers(self) -> dict[str, list[dict[str, Any]]]:
-        """Our live workers by host, oldest first, less those already told to stop."""
+    def workers(self) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+        """Our live workers by host, oldest first, less those told to stop; and by host the
+        slots those still use until their agent reports them gone."""
         by_host: dict[str, list[dict[str, Any]]] = {}
+        stopping: dict[str, int] = {}
         for act in self.api.activities(self.alloc_id):
-            if act.get("state") in LIVE and not act.get("stopping"):
+            if act.get("state") not in LIVE:
+                continue
+            if act.get("stopping"):
+                stopping[act["host"]] = stopping.get(act["host"], 0) + act.get("slots", 1)
+            else:
                 by_host.setdefault(act["host"], []).append(act)
         for acts in by_host.values():
             acts.sort(key=lambda a: a["id"])
-        return by_host
+        return by_host, stopping
 
     def stop(self, acts: list[dict[str, Any]], why: str) -> None:
         for act in sorted(acts, key=lambda a: -a["id"]):  # newest first
@@ -100,7 +108,7 @@ class Manager:
             alloc = self.api.allocation(self.alloc_id)
         held: dict[str, int] = alloc.get("hosts") or {}
         reclaiming = {r["host"] for r in alloc.get("reclaiming") or []}
-        running = self.workers()
+        running, stopping = self.workers()
         for host, acts in running.items():
             if host not in held:
                 self.stop(acts, "the host is no longer held")
@@ -109,7 +117,7 @@ class Manager:
         for host, n in sorted(held.items()):
             if host in reclaiming:
                 continue
-            for _ in range(n - len(running.get(host, []))):
+            for _ in range(n - len(running.get(host, [])) - stopping.get(host, 0)):
                 try:
                     act = self.api.start_activity(self.alloc_id, host, self.worker)
                 except ApportionError as e:
@@ -147,7 +155,7 @@ class Manager:
         if key in self.handled_reclaims:
             return
         self.handled_reclaims.add(key)
-        self.stop(self.workers().get(host, []), f"reclaimed for {reclaim.get('for')}")
+        self.stop(self.workers()[0].get(host, []), f"reclaimed for {reclaim.get('for')}")
         self.api.release(self.alloc_id, [host])
         say(f"released {host}")
 

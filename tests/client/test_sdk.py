@@ -73,7 +73,7 @@ def test_allocate_sends_the_contract_fields(master, log):
 def test_apply_plan_sends_the_text_as_is(master, log):
     with Client(master.url, token="t") as api:
         assert api.apply_plan("consumers: []\n") == {"version": 2}
-    assert log.bodies[-1] == ("application/yaml", "consumers: []\n")
+    assert log.bodies[-1] == ("text/plain; charset=utf-8", "consumers: []\n")
 
 
 def test_a_dead_url_moves_to_the_next(master):

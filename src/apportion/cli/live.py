@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -44,8 +45,13 @@ JsonOut = Annotated[bool, typer.Option("--json", help="Print the master's answer
 
 
 def _client(master: str | None, token_file: Path | None, **kw: Any) -> Client:
-    """A client; a --token-file given on the command line wins over APPORTION_TOKEN."""
+    """A client; a --token-file given on the command line wins over APPORTION_TOKEN.
+
+    With no master answering, a command keeps trying for APPORTION_RETRY_FOR seconds
+    (default 10: long enough for a standby to take over) before it gives up.
+    """
     token = None
+    kw.setdefault("retry_for", float(os.environ.get("APPORTION_RETRY_FOR") or 10.0))
     try:
         if token_file is not None:
             lines = token_file.read_text().strip().splitlines()
@@ -65,7 +71,7 @@ def _fail(e: ApportionError) -> typer.Exit:
         return typer.Exit(3)
     items = e.detail if isinstance(e.detail, list) else [e.detail]
     head = f"{e.method} {e.path}: " if e.method else ""
-    err.print(f"[bold red]error {e.status}:[/] {head}" + ("" if len(items) == 1 else f"{len(items)} problem(s):"),
+    err.print(f"[bold red]error{f' {e.status}' if e.status else ''}:[/] {head}" + ("" if len(items) == 1 else f"{len(items)} problem(s):"),
               end="" if len(items) == 1 else "\n", soft_wrap=True, highlight=False)
     for item in items:
         err.print(describe([item]), markup=False, highlight=False, soft_wrap=True)
@@ -128,8 +134,8 @@ def plan_show(master: Master = None, token_file: TokenFile = None, json_out: Jso
         at = p.get("applied_at")
         when = datetime.fromtimestamp(at).isoformat(timespec="seconds") if isinstance(at, (int, float)) else "-"
         out.print(f"[bold]version {p.get('version')}[/], applied by {p.get('applied_by') or '-'} at {when}",
-                  highlight=False)
-        out.print(p.get("text", ""), markup=False, highlight=False, end="")
+                  highlight=False, soft_wrap=True)
+        out.print(p.get("text", ""), markup=False, highlight=False, end="", soft_wrap=True)
 
     _run(master, token_file, json_out, lambda api: api.plan(), render)
 
@@ -332,6 +338,11 @@ def host_open(name: Annotated[str, typer.Argument(help="The host.")],
 activity_app = typer.Typer(help="Activities: the processes the agents run for allocations.", no_args_is_help=True)
 
 
+def _argv(argv: list[str] | None) -> str:
+    text = shlex.join(argv or []).replace("\n", "\\n") or "-"
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 @activity_app.command("list")
 def activity_list(alloc: Annotated[int | None, typer.Option("--alloc", help="Only this allocation's.")] = None,
                   master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
@@ -339,7 +350,7 @@ def activity_list(alloc: Annotated[int | None, typer.Option("--alloc", help="Onl
     _run(master, token_file, json_out, lambda api: {"activities": api.activities(alloc)},
          lambda v: out.print(_table(None, ("ID", "ALLOC", "HOST", "STATE", "EXIT", "SIGNAL", "ARGV"),
                                     ([a.get("id"), a.get("allocation"), a.get("host"), a.get("state"),
-                                      a.get("exit_code"), a.get("signal"), " ".join(a.get("argv") or []) or "-"]
+                                      a.get("exit_code"), a.get("signal"), _argv(a.get("argv"))]
                                      for a in v["activities"]))))
 
 

@@ -187,11 +187,11 @@ class Endpoints:
 
     def apply_plan(self, text: str) -> Any:
         """Put a plan (YAML or JSON text) in force: -> ``{"version"}``; a bad plan raises 422 with every problem."""
-        return self._send(Call("PUT", "/v1/plan", content=text, content_type="application/yaml"))
+        return self._send(Call("PUT", "/v1/plan", content=text, content_type="text/plain; charset=utf-8"))
 
     def diff_plan(self, text: str) -> Any:
         """What a plan would reclaim or remove now, if applied: -> dict."""
-        return self._send(Call("POST", "/v1/plan/diff", content=text, content_type="application/yaml"))
+        return self._send(Call("POST", "/v1/plan/diff", content=text, content_type="text/plain; charset=utf-8"))
 
     def create_token(self, kind: str, *, consumer: str | None = None, host: str | None = None) -> Any:
         """A new token (admin only): -> the token (str)."""
