@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI, Header, HTTPException
 from fastapi.responses import JSONResponse
 
-from tests.agent.helpers import until
+from tests.service.live import wait_until
 
 TOKEN = "agent-test-token"
 HEARTBEAT = 0.2
@@ -40,7 +40,7 @@ class FakeMaster:
 
     def __enter__(self) -> FakeMaster:
         self.thread.start()
-        until(lambda: self.server.started, what="the fake master listens")
+        wait_until(lambda: self.server.started, what="the fake master listens")
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,24 +1,38 @@
-"""End to end: a real master, the agent as a real process, real activities; then the agent is
-SIGKILLed and restarted, and reconciles with the master."""
+"""End to end with a real master (tests/service/live.py): the agent as a real process, activities
+started through the API; the agent SIGKILLed and restarted reconciles; light agents under --count."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from apportion.agent import statefile
-from apportion.agent.groups import is_alive, process_create_time, signal_group
+from apportion.agent.groups import process_create_time
 from apportion.client import Client
-from tests.agent.helpers import until
-from tests.agent.live_master import live_master, spawn_agent
+from tests.service.live import Master, host_state, reap, start_agent, start_master, wait_until
 
 PY = sys.executable
-SLEEPS = "import time; print('hello', flush=True); time.sleep(60)"
+PLAN = """
+resource_groups:
+  - {name: RG1, select: "select(ssd)"}
+consumers:
+  - {path: /A, owned: 2}
+  - {path: /B}
+"""
+SHOWS_ENV = ("import os, time\nfor k in ('APPORTION_ALLOCATION', 'APPORTION_HOST', 'APPORTION_SLOTS', "
+             "'APPORTION_ACTIVITY', 'APPORTION_TOKEN'):\n print(k, os.environ.get(k), flush=True)\ntime.sleep(60)")
+
+
+@pytest.fixture(autouse=True)
+def _reap() -> Iterator[None]:
+    yield
+    reap()
 
 
 def _gone(pid: int) -> bool:
@@ -28,68 +42,84 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _cleanup(agents: list[subprocess.Popen[bytes]], workdir: Path) -> None:
-    for a in agents:
-        if a.poll() is None:
-            a.send_signal(signal.SIGTERM)
-        a.communicate(timeout=10)
-    for entry in statefile.load(workdir).values():
-        if entry.state == "running" and is_alive(entry.pid, entry.create_time):
-            signal_group(entry.pid, signal.SIGKILL)
+def _granted(master: Master, hosts: set[str], slots: int) -> tuple[Client, int, str]:
+    api = Client(master.url, token=master.token)
+    wait_until(lambda: all(host_state(master, h) == "ok" for h in hosts), 20, f"{hosts} up")
+    client = api.register("agent-e2e", "/A")
+    alloc = api.allocate("/A", "RG1", slots, slots, client=client)["id"]
+    held = wait_until(lambda: api.allocation(alloc)["hosts"], 20, "slots granted")
+    return api, alloc, next(iter(held))
 
 
-@pytest.mark.timeout(120)
-def test_real_master_agent_restart_reconciles(tmp_path: Path) -> None:
-    # Heartbeat 2 s: the host is declared down after 6 s without one, longer than the agent's restart.
-    with live_master(tmp_path, "--heartbeat", "2", "--kill-grace", "2") as master:
-        workdir = tmp_path / "agent"
-        agents = [spawn_agent(master, "h1", workdir, "--slots", "2", "-a", "ssd=true")]
-        stray: subprocess.Popen[bytes] | None = None
-        try:
-            api = Client(master.url, token=master.token)
-            until(lambda: any(h["name"] == "h1" and h["state"] == "ok" for h in api.hosts()),
-                  20, "host h1 reported")
-            client = api.register("e2e", "/A")
-            alloc = api.allocate("/A", "RG1", 2, 2, client=client)["id"]
-            until(lambda: api.allocation(alloc)["hosts"] == {"h1": 2}, 20, "2 slots granted on h1")
+def _ended(api: Client, activity: int) -> dict:
+    return wait_until(lambda: (a := api.activity(activity))["state"] not in ("starting", "running") and a, 20,
+                      f"activity {activity} ended")
 
-            keep = api.start_activity(alloc, "h1", [PY, "-c", SLEEPS])["id"]
-            lose = api.start_activity(alloc, "h1", [PY, "-c", SLEEPS])["id"]
-            for act in (keep, lose):
-                until(lambda: api.activity(act)["state"] == "running", 20, f"activity {act} running")
-            until(lambda: api.activity_output(keep)["stdout"] == ["hello"], 20, "its output")
-            pid_keep, pid_lose = api.activity(keep)["pid"], api.activity(lose)["pid"]
 
-            # The agent dies without a word; its activities live on.
-            agents[0].kill()
-            agents[0].wait()
-            assert not _gone(pid_keep) and not _gone(pid_lose)
-            # While it is away, one activity dies, and a process the master never heard of
-            # appears in the state file.
-            signal_group(pid_lose, signal.SIGKILL)
-            until(lambda: _gone(pid_lose), what="the lost activity's process gone")
-            stray = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], start_new_session=True)
-            entries = statefile.load(workdir)
-            entries[10_000] = statefile.Entry(allocation=alloc, pid=stray.pid,
-                                              create_time=process_create_time(stray.pid) or 0.0, state="running")
-            statefile.save(workdir, entries)
+def test_activities_and_an_agent_restart(tmp_path: Path) -> None:
+    # Heartbeat 2 s: the host is down only after 6 s without one, longer than the agent's restart.
+    m = start_master(tmp_path / "m", PLAN, extra=["--heartbeat", "2", "--kill-grace", "2"])
+    agent_dir = tmp_path / "h1"
+    agent = start_agent(m, "h1", agent_dir, slots=2, extra=["-a", "ssd=true", "--heartbeat", "2"])
+    stray: subprocess.Popen[bytes] | None = None
+    try:
+        api, alloc, _ = _granted(m, {"h1"}, 2)
 
-            agents.append(spawn_agent(master, "h1", workdir, "--slots", "2", "-a", "ssd=true"))
-            until(lambda: api.activity(lose)["state"] == "exited", 20, "the lost activity reported exited")
-            assert api.activity(lose)["exit_code"] is None
-            stray.wait(timeout=20)  # the master said stop: the agent killed it
-            assert stray.returncode == -signal.SIGTERM
-            until(lambda: 10_000 not in statefile.load(workdir), 20, "the stray forgotten")
-            a = api.activity(keep)
-            assert (a["state"], a["pid"]) == ("running", pid_keep)
-            assert not _gone(pid_keep)
+        # What an activity sees, its exit code, a start that cannot run.
+        shows = api.start_activity(alloc, "h1", [PY, "-c", SHOWS_ENV])["id"]
+        wait_until(lambda: len(api.activity_output(shows)["stdout"]) == 5, 20, "its output")
+        assert api.activity_output(shows)["stdout"] == [
+            f"APPORTION_ALLOCATION {alloc}", "APPORTION_HOST h1", "APPORTION_SLOTS 1",
+            f"APPORTION_ACTIVITY {shows}", "APPORTION_TOKEN None"]
+        fails = api.start_activity(alloc, "h1", [PY, "-c", "import sys; print('no', file=sys.stderr); sys.exit(3)"])
+        assert (_ended(api, fails["id"])["state"], api.activity(fails["id"])["exit_code"]) == ("exited", 3)
+        assert api.activity_output(fails["id"])["stderr"] == ["no"]
+        bad = api.start_activity(alloc, "h1", ["/nonexistent/program"])["id"]
+        assert (_ended(api, bad)["state"], api.activity(bad)["exit_code"]) == ("exited", 127)
+        assert "/nonexistent/program" in api.activity_output(bad)["stderr"][0]
+        pid = api.activity(shows)["pid"]
 
-            api.kill_activity(keep)
-            until(lambda: api.activity(keep)["state"] == "killed", 20, "the kept activity killed")
-            assert api.activity(keep)["signal"] == signal.SIGTERM
-            until(lambda: _gone(pid_keep), what="its process gone")
-        finally:
-            if stray is not None and stray.poll() is None:
-                stray.kill()
-                stray.wait()
-            _cleanup(agents, workdir)
+        # The agent dies without a word; its activity lives on. While it is away, a process the
+        # master never heard of appears in its state file.
+        agent.kill(signal.SIGKILL)
+        assert not _gone(pid)
+        stray = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        entries = statefile.load(agent_dir)
+        entries[1_000_000] = statefile.Entry(allocation=alloc, pid=stray.pid,
+                                             create_time=process_create_time(stray.pid) or 0.0, state="running")
+        statefile.save(agent_dir, entries)
+
+        agent = start_agent(m, "h1", agent_dir, slots=2, extra=["-a", "ssd=true", "--heartbeat", "2"])
+        stray.wait(timeout=20)  # the master answered stop: the agent killed it
+        assert stray.returncode == -signal.SIGTERM
+        wait_until(lambda: 1_000_000 not in statefile.load(agent_dir), 20, "the stray reported and forgotten")
+        a = api.activity(shows)
+        assert (a["state"], a["pid"]) == ("running", pid) and not _gone(pid)
+        assert host_state(m, "h1") == "ok"
+
+        api.kill_activity(shows)
+        a = _ended(api, shows)
+        assert (a["state"], a["signal"]) == ("killed", signal.SIGTERM)
+        wait_until(lambda: _gone(pid), 20, "its process gone")
+    finally:
+        if stray is not None and stray.poll() is None:
+            stray.kill()
+            stray.wait()
+        agent.kill()
+        m.proc.kill()
+
+
+def test_light_agents_in_one_process(tmp_path: Path) -> None:
+    m = start_master(tmp_path / "m", PLAN)
+    agents = start_agent(m, "l", tmp_path / "l", slots=2, extra=["-a", "ssd=true", "--light", "--count", "4"])
+    try:
+        api, alloc, host = _granted(m, {f"l-{i}" for i in range(4)}, 2)
+        act = api.start_activity(alloc, host, [PY, "-c", "pass"])["id"]
+        wait_until(lambda: api.activity(act)["state"] == "running", 20, "a light start")
+        api.kill_activity(act)
+        a = _ended(api, act)
+        assert (a["state"], a["signal"]) == ("killed", signal.SIGTERM)
+        assert len(psutil.Process(agents.popen.pid).children()) == 0  # it started no process
+    finally:
+        agents.kill()
+        m.proc.kill()

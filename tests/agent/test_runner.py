@@ -15,7 +15,7 @@ from apportion.agent import statefile
 from apportion.agent.groups import is_alive, process_create_time
 from apportion.agent.protocol import Start
 from apportion.agent.runner import ProcessRunner
-from tests.agent.helpers import until
+from tests.service.live import wait_until
 
 PY = sys.executable
 # A child that says it is ready only once its SIGTERM handler is in place.
@@ -38,11 +38,11 @@ def report(r: ProcessRunner, activity: int) -> dict:
 
 
 def ended(r: ProcessRunner, activity: int, timeout: float = 10.0) -> dict:
-    return until(lambda: (x := report(r, activity))["state"] != "running" and x, timeout, f"activity {activity} ends")
+    return wait_until(lambda: (x := report(r, activity))["state"] != "running" and x, timeout, f"activity {activity} ends")
 
 
 def ready(r: ProcessRunner, activity: int) -> None:
-    until(lambda: "ready" in report(r, activity).get("stdout", []), what=f"activity {activity} is ready")
+    wait_until(lambda: "ready" in report(r, activity).get("stdout", []), what=f"activity {activity} is ready")
 
 
 def start(r: ProcessRunner, activity: int, code: str, **kw) -> None:
@@ -96,7 +96,7 @@ def test_exit_code_after_handling_sigterm(runner: ProcessRunner) -> None:
 
 
 def _child_pid(r: ProcessRunner, activity: int) -> int:
-    lines = until(lambda: [x for x in report(r, activity).get("stdout", []) if x.startswith("child")],
+    lines = wait_until(lambda: [x for x in report(r, activity).get("stdout", []) if x.startswith("child")],
                   what="the child's pid")
     return int(lines[0].split()[1])
 
