@@ -185,6 +185,53 @@ def ducc(
     _emit(machine_info(), run(spec), json_out, render)
 
 
+@bench_app.command("service")
+def service(
+    db: str = typer.Option("sqlite", "--db", help="sqlite, or postgres (a fresh database on 127.0.0.1:5432, "
+                           "dropped afterwards)."),
+    seconds: float = typer.Option(60.0, "--seconds", min=0.5, help="The timed window."),
+    agents: int = typer.Option(100, "--agents", min=1, help="Light agents (register and heartbeat, no processes)."),
+    slots: int = typer.Option(4, "--slots-per-agent", min=1, help="Slots each agent offers."),
+    clients: int = typer.Option(200, "--clients", min=1, help="Clients, each looping create, granted, delete."),
+    load_procs: int = typer.Option(4, "--load-processes", min=1, help="Processes the clients run in."),
+    consumers: int = typer.Option(4, "--consumers", min=1, help="Leaf consumers sharing the select() group."),
+    rate: float | None = typer.Option(None, "--rate", min=0.1, help="Allocations per second over all clients "
+                                      "(default: as fast as they go)."),
+    events: str = typer.Option("poll", "--events", help="How clients hear of grants: poll (long poll) or sse."),
+    kill: int = typer.Option(0, "--kill", min=0, help="SIGKILL the master this many times under load "
+                             "and restart it."),
+    failover: bool = typer.Option(False, "--failover", help="Two masters on PostgreSQL; SIGKILL the leader and "
+                                  "time until the standby serves."),
+    scale: bool = typer.Option(False, "--scale", help="Instead: restart time and memory at 10,000 hosts, "
+                               "1,000 consumers and 20,000 allocations."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the kill moments."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the work directory (logs, SQLite file)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """The live service end to end: a real master, light agents and client processes on loopback."""
+    from apportion.bench.machine import machine_info
+    from apportion.bench.service_bench import ScaleSpec, ServiceBenchSpec, render, render_scale, run, run_scale
+
+    errc = Console(stderr=True)
+
+    def progress(msg: str) -> None:
+        if not json_out:
+            errc.print(f"[dim]{msg}[/]", highlight=False)
+
+    db = "postgres" if db in ("postgres", "postgresql", "pg") else db
+    if scale:
+        sspec = _spec(ScaleSpec, db=db, seed=seed, keep=keep)
+        _emit(machine_info(), run_scale(sspec, progress), json_out, render_scale)
+        return
+    spec = _spec(ServiceBenchSpec, db=db, seconds=seconds, agents=agents, slots_per_agent=slots, clients=clients,
+                 load_processes=load_procs, consumers=consumers, rate=rate, events=events, kill=kill,
+                 failover=failover, seed=seed, keep=keep)
+    result = run(spec, progress)
+    _emit(machine_info(), result, json_out, render)
+    if not result["check"]["ok"]:
+        raise typer.Exit(1)
+
+
 @bench_app.command("plan-change")
 def plan_change(
     hosts: int = typer.Option(10_000, "--hosts", min=1, help="Hosts, every one owned."),
