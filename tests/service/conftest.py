@@ -5,7 +5,7 @@ import pytest
 from tests.service.live import postgres_url, reap
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, scope="module")
 def _reap_processes():
     yield
     reap()

@@ -153,7 +153,8 @@ def reap() -> int:
     n = 0
     for p in psutil.process_iter(["pid"]):
         try:
-            if p.pid != os.getpid() and p.environ().get("APPORTION_E2E") == TAG:
+            if p.pid != os.getpid() and p.environ().get("APPORTION_E2E") == TAG \
+                    and "apportion.cli" not in " ".join(p.cmdline()):  # the agents themselves stay
                 p.kill()
                 n += 1
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import swagger_ui_bundle
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apportion.service.api import agents, cluster, events, health, work
 from apportion.service.leader import Role, leadership
@@ -24,6 +25,36 @@ from apportion.service.store.writer import StoreWriter
 log = logging.getLogger("apportion.server")
 MAX_BODY = 1 << 20  # 1 MiB for every body but a plan's
 MAX_PLAN = 64 << 20
+
+
+class Guard:
+    """Pure ASGI: a standby answers 503 naming the leader (but /healthz and the docs), and
+    a body larger than the limit is refused with 413 before it is read."""
+
+    OPEN = ("/healthz", "/openapi.json", "/docs")
+
+    def __init__(self, app: ASGIApp, role: Role) -> None:
+        self.app = app
+        self.role = role
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if self.role.name != "leader" and path not in self.OPEN and not path.startswith("/static"):
+            response = JSONResponse({"detail": f"this master is {self.role.name}", "leader": self.role.leader_url},
+                                    status_code=503, headers={"Retry-After": "1"})
+            await response(scope, receive, send)
+            return
+        limit = MAX_PLAN if path.startswith("/v1/plan") else MAX_BODY
+        for key, value in scope["headers"]:
+            if key == b"content-length" and value.isdigit() and int(value) > limit:
+                response = JSONResponse({"detail": f"body: {int(value)} bytes is more than the limit of {limit}"},
+                                        status_code=413, headers={"Connection": "close"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 @dataclass
@@ -77,20 +108,7 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     app.state.token_cache = {}
     app.mount("/static", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="static")
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):  # noqa: ANN001, ANN202 - Starlette's middleware shape
-        path = request.url.path
-        if role.name != "leader" and path not in ("/healthz", "/openapi.json", "/docs") \
-                and not path.startswith("/static"):
-            return JSONResponse({"detail": f"this master is {role.name}", "leader": role.leader_url},
-                                status_code=503, headers={"Retry-After": "1"})
-        length = request.headers.get("content-length")
-        limit = MAX_PLAN if path.startswith("/v1/plan") else MAX_BODY
-        if length is not None and length.isdigit() and int(length) > limit:
-            return JSONResponse({"detail": f"body: {int(length)} bytes is more than the limit of {limit}"},
-                                status_code=413)
-        return await call_next(request)
-
+    app.add_middleware(Guard, role=role)
     for r in (work.router, events.router, cluster.router, agents.router, health.router):
         app.include_router(r)
     return app

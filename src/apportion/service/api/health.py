@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apportion.service.api.deps import master, run
-from apportion.service.auth import Principal, principal
+from apportion.service.auth import Principal, admin
 from apportion.service.master import Master
 
 router = APIRouter(tags=["health"])
@@ -30,7 +30,7 @@ async def readyz(m: Master = Depends(master)) -> dict[str, Any]:
 
 
 @router.get("/metrics")
-async def metrics(request: Request, p: Principal = Depends(principal), m: Master = Depends(master)) -> Response:
+async def metrics(request: Request, p: Principal = Depends(admin), m: Master = Depends(master)) -> Response:
     mt = request.app.state.metrics
     report = await run(m, m.op_report())
     mt.open_requests.set(len(m.allocations))
