@@ -1,5 +1,6 @@
 """End to end with a real master (tests/service/live.py): the agent as a real process, activities
-started through the API; the agent SIGKILLed and restarted reconciles; light agents under --count."""
+started through the API; the agent SIGKILLed and restarted reconciles; light agents under --count;
+the agent follows a failover to the standby (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
 from apportion.agent import statefile
 from apportion.agent.groups import process_create_time
 from apportion.client import Client
-from tests.service.live import Master, host_state, reap, start_agent, start_master, wait_until
+from tests.service.live import Master, host_state, postgres_url, reap, start_agent, start_master, wait_until
 
 PY = sys.executable
 PLAN = """
@@ -123,3 +125,39 @@ def test_light_agents_in_one_process(tmp_path: Path) -> None:
     finally:
         agents.kill()
         m.proc.kill()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from postgres_url()
+
+
+def _role(m: Master) -> str | None:
+    return httpx.get(m.url + "/healthz", timeout=2).json().get("role")
+
+
+def test_agent_follows_a_failover(tmp_path: Path, pg_url: str) -> None:
+    first = start_master(tmp_path / "m1", PLAN, db=pg_url, extra=["--heartbeat", "1", "--kill-grace", "2"])
+    second = start_master(tmp_path / "m2", PLAN, db=pg_url, token=first.token, wait=False,
+                          extra=["--heartbeat", "1", "--kill-grace", "2"])
+    agent = start_agent(f"{first.url},{second.url}", "h1", tmp_path / "h1", slots=2, token=first.token,
+                        extra=["-a", "ssd=true", "--heartbeat", "1"])
+    try:
+        wait_until(lambda: _role(second) == "standby", 30, "the second master standing by")
+        api, alloc, _ = _granted(first, {"h1"}, 2)
+        act = api.start_activity(alloc, "h1", [PY, "-c", "import time; time.sleep(60)"])["id"]
+        wait_until(lambda: api.activity(act)["state"] == "running", 20, "the activity running")
+        pid = api.activity(act)["pid"]
+
+        first.proc.kill(signal.SIGKILL)  # the leader dies; the standby takes over; the agent follows
+        wait_until(second.ready, 30, "the standby leading")
+        after = Client(second.url, token=first.token)
+        wait_until(lambda: host_state(second, "h1") == "ok" and after.activity(act)["state"] == "running", 30,
+                   "the agent heard by the new leader, its activity running")
+        assert after.activity(act)["pid"] == pid and not _gone(pid)
+        after.kill_activity(act)
+        assert (_ended(after, act)["state"], after.activity(act)["signal"]) == ("killed", signal.SIGTERM)
+    finally:
+        agent.kill()
+        first.proc.kill()
+        second.proc.kill()
