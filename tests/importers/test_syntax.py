@@ -112,7 +112,7 @@ def test_bad_values(problems_of):
         Nodepool --default-- { search-order = first }
         Class a { policy = FAIR_SHARED; nodepool = --default-- }
         Class b { policy = FAIR_SHARE; nodepool = --default--; weight = 0; expand-by-doubling = yes }
-        Class c { policy = FAIR_SHARE; nodepool = --default--; priority = -1; users = a,,b }
+        Class c { policy = FAIR_SHARE; nodepool = --default--; priority = -1; users = , }
         """})
     got = {(p.line, p.field): p.reason for p in problems}
     assert got[(1, "Nodepool --default--.search-order")] == "'first' is not a whole number"
@@ -120,7 +120,7 @@ def test_bad_values(problems_of):
     assert got[(3, "Class b.weight")] == "0 is below the least allowed value, 1"
     assert got[(3, "Class b.expand-by-doubling")] == "'yes' is not true or false"
     assert got[(4, "Class c.priority")] == "-1 is below the least allowed value, 0"
-    assert "empty name" in got[(4, "Class c.users")]
+    assert "names no user" in got[(4, "Class c.users")]
 
 
 def test_nodepools_do_not_inherit(problems_of):

@@ -23,6 +23,7 @@ The rules DUCC documents, in apportion's reading:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,10 +205,10 @@ def _read_class_value(key: str, text: str) -> Any:
         return read_int(text, minimum=0)
     if key == "max-allotment":
         return read_gb(text, minimum=0)
-    if key == "users":
-        names = tuple(text.split(","))
-        if any(not n for n in names):
-            raise BadValue(f"{text!r}: an empty name in the list; write users = alice,bob")
+    if key == "users":  # DUCC 2: commas count as white space
+        names = tuple(dict.fromkeys(n for n in re.split(r"[\s,]+", text) if n))
+        if not names:
+            raise BadValue(f"{text!r} names no user; write users = alice bob (or alice, bob)")
         return names
     raise AssertionError(key)
 

@@ -6,10 +6,13 @@ A file is a sequence of blocks::
     Class NAME [PARENT] { KEY = VALUE; ... }
     User NAME { KEY = VALUE; ... }
 
-``#`` starts a comment that runs to the end of the line. Line ends mean
-nothing; ``=`` between a key and its value and ``;`` after a value are
-optional. A value is one word (no spaces); a list (a class's ``users``) is
-written with commas: ``users = alice,bob``.
+``#`` starts a comment that runs to the end of the line. As in DUCC 2, a
+value written after ``=`` runs to the end of its line, or to a ``;`` or the
+``}`` that closes the block: its words are joined with single spaces, so
+``users = alice bob`` and ``users = alice, bob`` are both a list of two users
+(``build`` reads commas as white space). Without ``=`` (apportion's shorthand,
+``Class a { policy FAIR_SHARE weight 3 }``) a value is one word, so several
+pairs fit on a line. Other line ends mean nothing, and ``;`` is optional.
 
 This module only finds the blocks and their key/value pairs, with the line
 of each; what the keys mean is ``apportion.importers.ducc.build``'s business.
@@ -172,7 +175,8 @@ class _Parser:
                 continue
             key_index = self.i
             self.i += 1
-            if self.i < len(self.toks) and self.toks[self.i].punct and self.toks[self.i].text == "=":
+            equals = self.i < len(self.toks) and self.toks[self.i].punct and self.toks[self.i].text == "="
+            if equals:
                 self.i += 1
             if self.i >= len(self.toks) or self.toks[self.i].punct:
                 if self.i < len(self.toks) and self.toks[self.i].text == "{":
@@ -181,13 +185,30 @@ class _Parser:
                     continue
                 self.problem(tok.line, f"{stanza.label}.{tok.text}", "has no value")
                 continue
-            value = self.toks[self.i]
+            words = [self.toks[self.i].text]
             self.i += 1
-            pairs.append((key_index, Pair(tok.text, value.text, tok.line)))
+            if equals:
+                words.extend(self.rest_of_line(stanza, tok.text))
+            pairs.append((key_index, Pair(tok.text, " ".join(words), tok.line)))
         if not closed:
             self.problem(open_line, stanza.label, f"the block opened at line {open_line} is never closed "
                          "with '}'")
         self.finish(stanza, pairs)
+
+    def rest_of_line(self, stanza: Stanza, key: str) -> list[str]:
+        """The words after a value's first one on its line, up to ``;``, ``}`` or a block's
+        start. A word followed by ``=`` is the next key: the value should have ended before it."""
+        line = self.toks[self.i - 1].line
+        words: list[str] = []
+        while self.is_word(self.i) and self.toks[self.i].line == line and not self.is_kind(self.i):
+            after = self.toks[self.i + 1] if self.i + 1 < len(self.toks) else None
+            if after is not None and after.punct and after.text == "=" and after.line == line:
+                self.problem(line, f"{stanza.label}.{key}", f"a value runs to the end of its line: end it "
+                             f"with ';' before {self.toks[self.i].text} =, or start a new line")
+                break
+            words.append(self.toks[self.i].text)
+            self.i += 1
+        return words
 
     def unclosed(self, stanza: Stanza, open_line: int, body_start: int,
                  pairs: list[tuple[int, Pair]]) -> bool:
