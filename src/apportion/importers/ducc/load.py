@@ -189,6 +189,11 @@ def _read_text(path: Path, problems: list[Problem]) -> str | None:
     return None
 
 
+def _same_place(a: NodeEntry, b: NodeEntry) -> bool:
+    """One line read twice (a node file imported by another and found in the directory too)."""
+    return a.line == b.line and (a.file == b.file or Path(a.file).resolve() == Path(b.file).resolve())
+
+
 def _assign_hosts(pools: PoolSet, pool_lists: Mapping[str, NodeList], masters: Iterable[NodeList],
                   memory: Mapping[str, Any] | None, memory_source: str,
                   problems: list[Problem]) -> dict[str, Memory | None]:
@@ -207,8 +212,18 @@ def _assign_hosts(pools: PoolSet, pool_lists: Mapping[str, NodeList], masters: I
         if mem is not None:
             memory_from.setdefault(name, f"{entry.file}:{entry.line}")
 
+    named: dict[str, NodeEntry] = {}  # host -> where a node list first names it
     for master in masters:
         for entry in master.hosts:
+            first = named.setdefault(entry.name, entry)
+            if first is not entry and not _same_place(first, entry):
+                if None not in (first.memory, entry.memory) and first.memory != entry.memory:
+                    see(entry)  # the memory sizes disagree: said with both places
+                else:
+                    problems.append(Problem(entry.file, entry.line, "host", f"{entry.name} is named twice: here "
+                                            f"and at {first.file}:{first.line}; a node is listed once in the "
+                                            "node files"))
+                continue
             see(entry)
 
     placed: dict[str, tuple[str, str]] = {}  # host -> (pool, "file:line")
