@@ -309,7 +309,7 @@ class _Compiler:
                          "space until it is cancelled")
             if wrong:
                 return None
-        cls_name = self.job_class(m.cls, m.reserve, m.user, where, cfg)
+        cls_name = self.job_class(m.cls, m.reserve, where, cfg)
         if cls_name is None or item.tainted or job_id is None:
             return None
         return JobSpec(id=job_id, user=m.user, cls=cls_name, memory=float(m.memory),
@@ -317,8 +317,7 @@ class _Compiler:
                        init_seconds=float(m.init_seconds), seconds_per_item=float(m.seconds_per_item),
                        reserve=m.reserve, submitted=at, seq=self.seq)
 
-    def job_class(self, name: str | None, reserve: bool, user: str | None, where: KeyPath,
-                  cfg: DuccConfig | None) -> str | None:
+    def job_class(self, name: str | None, reserve: bool, where: KeyPath, cfg: DuccConfig | None) -> str | None:
         if cfg is None:
             return None
         if name is None:
@@ -344,10 +343,8 @@ class _Compiler:
         if not reserve and cls.policy is Policy.RESERVE:
             self.add(at, f"class {name} is a RESERVE class: it takes reservations (reserve: true), not jobs")
             return None
-        if cls.users is not None and user is not None and user not in cls.users:
-            self.add(where + ("user",), f"user {user} may not submit to class {name} (its users: "
-                     f"{', '.join(cls.users)})")
-            return None
+        # a class's `users` is not checked here: a job from anyone else is submitted and
+        # refused by the scheduler (state deferred, the reason naming the class and user)
         return name
 
     # --- steps -----------------------------------------------------------------
@@ -436,7 +433,7 @@ class _Compiler:
             self.later.extend(e.problems)
             return []
         fallback = m.cls
-        if fallback is not None and self.job_class(fallback, False, None, ("replay",), cfg) is None:
+        if fallback is not None and self.job_class(fallback, False, ("replay",), cfg) is None:
             return []
         if fallback is None:
             default = cfg.default_class(Policy.FAIR_SHARE)
