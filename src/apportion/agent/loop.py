@@ -38,6 +38,7 @@ class Agent:
         self.watch = watch
         self.registered = False
         self.sent: dict[int, OutputMark] = {}
+        self._quick_empty = 0  # heartbeats in a row answered at once with nothing to do
         self._kick = asyncio.Event()
         self._stopping = asyncio.Event()
         self._path = f"/v1/agents/{name}"
@@ -102,9 +103,12 @@ class Agent:
         self._take_interval(answer)
         commands = answer.get("commands") or []
         self.apply(commands)
-        if not commands:
-            # A master that answers before `wait` with nothing to do is not kept busy.
-            await asyncio.sleep(max(0.0, began + wait - asyncio.get_running_loop().time()))
+        elapsed = asyncio.get_running_loop().time() - began
+        # One quick empty answer happens (an extra heartbeat woke the long poll); three in a row
+        # mean a master that does not hold the poll, and it is not to be asked in a busy loop.
+        self._quick_empty = self._quick_empty + 1 if not commands and elapsed < wait / 10 else 0
+        if self._quick_empty >= 3:
+            await asyncio.sleep(wait - elapsed)
 
     def apply(self, commands: list[Json]) -> None:
         for c in commands:

@@ -1,0 +1,47 @@
+"""The heartbeat loop in-process, against a stub link: commands applied, no busy loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from apportion.agent.facts import HostFacts
+from apportion.agent.light import LightRunner
+from apportion.agent.loop import Agent
+
+
+class StubLink:
+    """Answers at once, never holding a long poll; hands out queued commands once."""
+
+    url = "http://stub"
+
+    def __init__(self, commands: list[dict[str, Any]]) -> None:
+        self.commands = commands
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def post(self, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self.calls.append((path, body))
+        if path.endswith("/register"):
+            return {"host": "h", "heartbeat": 1.0, "kill_grace": 3.0}
+        commands, self.commands = self.commands, []
+        return {"commands": commands, "heartbeat": 1.0}
+
+
+def test_a_master_that_answers_at_once_is_not_asked_in_a_busy_loop() -> None:
+    start = {"op": "start", "activity": 1, "allocation": 2, "argv": ["x"], "env": {}, "cwd": None, "slots": 1}
+    link = StubLink([start])
+    runner = LightRunner()
+    agent = Agent("h", HostFacts(1, 1.0, "Linux"), runner, link, watch=False)  # type: ignore[arg-type]
+
+    async def run_briefly() -> None:
+        task = asyncio.create_task(agent.run())
+        await asyncio.sleep(0.5)
+        agent.stop()
+        await task
+
+    asyncio.run(run_briefly())
+    assert link.calls[0][0] == "/v1/agents/h/register"
+    beats = [body for path, body in link.calls if path.endswith("/heartbeat")]
+    assert beats[1]["activities"] == [{"id": 1, "state": "running", "pid": 0}]  # the start, reported next
+    assert 3 <= len(beats) <= 6, len(beats)  # then a wait of about 1 s, not hundreds of calls
+    assert agent.kill_grace == 3.0
