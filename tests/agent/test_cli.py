@@ -1,0 +1,43 @@
+"""`apportion agent`'s refusals: each names what is wrong, exits 2, and never echoes a token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from apportion.agent.launch import lock_workdir
+from apportion.cli.main import app
+
+
+def agent(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    r = CliRunner().invoke(app, ["agent", "--master", "http://127.0.0.1:9", "--name", "h1", *args],
+                           env={"APPORTION_TOKEN": "", **(env or {})})
+    return r.exit_code, r.output
+
+
+def test_no_token() -> None:
+    code, out = agent()
+    assert code == 2 and "APPORTION_TOKEN" in out
+
+
+def test_empty_token_file(tmp_path: Path) -> None:
+    (tmp_path / "t").write_text("\n")
+    code, out = agent("--token-file", str(tmp_path / "t"))
+    assert code == 2 and "empty" in out
+
+
+@pytest.mark.parametrize("pair", ["novalue", "bad-key=1"])
+def test_bad_attribute(pair: str) -> None:
+    code, out = agent("--attribute", pair, env={"APPORTION_TOKEN": "s3cr3t"})
+    assert code == 2 and "--attribute" in out and "s3cr3t" not in out
+
+
+def test_workdir_in_use(tmp_path: Path) -> None:
+    held = lock_workdir(tmp_path)
+    try:
+        code, out = agent("--workdir", str(tmp_path), env={"APPORTION_TOKEN": "s3cr3t"})
+    finally:
+        held.close()
+    assert code == 2 and "in use by another agent" in out and "s3cr3t" not in out
