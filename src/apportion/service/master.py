@@ -90,6 +90,10 @@ class Master:
         self.allocations: dict[int, AllocationPub] = {a.id: a for a in snapshot.allocations}
         self.holdings: dict[int, HoldingPub] = {}
         self.activities: dict[int, ActivityPub] = {a.id: a for a in snapshot.activities}
+        self.live_on: dict[str, dict[int, ActivityPub]] = {}  # host -> its starting or running activities
+        for a in self.activities.values():
+            if a.live:
+                self.live_on.setdefault(a.host, {})[a.id] = a
         self.host_used: dict[str, int] = {}
         self.next_event = snapshot.next_event
         self._next_alloc = max([*self.allocations, snapshot.max_allocation]) + 1
@@ -149,8 +153,8 @@ class Master:
         for (req, host), n in snap.fences:
             if host in s.hosts:
                 s.fence(str(req), host, n)
-        for act in self.activities.values():
-            if act.live:
+        for on in self.live_on.values():
+            for act in on.values():
                 key = (str(act.allocation), act.host)
                 s.in_use[key] = s.in_use.get(key, 0) + act.slots
         for name, h in self.hosts.items():
@@ -281,7 +285,7 @@ class Master:
             if fenced <= 0:
                 continue
             held = s.held_on(rid, host)
-            acts = sorted((a for a in self._acts_on(int(rid), host) if a.live), key=lambda a: -a.id)
+            acts = sorted(self._live(int(rid), host), key=lambda a: -a.id)
             running = sum(a.slots for a in acts if not a.stop)
             for a in acts:
                 if running <= held:
@@ -290,8 +294,9 @@ class Master:
                     self._stop(a, "reclaimed", batch)
                     running -= a.slots
 
-    def _acts_on(self, alloc: int, host: str) -> list[ActivityPub]:
-        return [a for a in self.activities.values() if a.allocation == alloc and a.host == host]
+    def _live(self, alloc: int, host: str) -> list[ActivityPub]:
+        """The allocation's starting or running activities on ``host``."""
+        return [a for a in self.live_on.get(host, {}).values() if a.allocation == alloc]
 
     def _stop(self, a: ActivityPub, reason: str, batch: Batch) -> None:
         a.stop = True
@@ -384,13 +389,13 @@ class Master:
         if h.name in self.engine.state.hosts:
             self.engine.set_host_state(h.name, HostState(state))
         if state == "down":
-            for a in self.activities.values():
-                if a.host == h.name and a.live:
-                    self._end(a, "lost", None, None, batch, time.time())
+            for a in list(self.live_on.get(h.name, {}).values()):
+                self._end(a, "lost", None, None, batch, time.time())
 
     def _end(self, a: ActivityPub, state: str, exit_code: int | None, signal: int | None, batch: Batch,
              now: float) -> None:
         a.state, a.exit_code, a.signal, a.ended_at = state, exit_code, signal, now
+        self.live_on.get(a.host, {}).pop(a.id, None)
         batch.activities[a.id] = a
         self._event(batch, a.client, {"type": "activity", "allocation": a.allocation, "host": a.host,
                                       "activity": a.id, "state": state, "exit_code": exit_code,
@@ -398,7 +403,7 @@ class Master:
         self._in_use(a.allocation, a.host)
 
     def _in_use(self, alloc: int, host: str) -> None:
-        used = sum(x.slots for x in self.activities.values() if x.allocation == alloc and x.host == host and x.live)
+        used = sum(x.slots for x in self._live(alloc, host))
         s = self.engine.state
         if host in s.hosts and s.hosts[host].state is not HostState.DOWN:
             s.set_in_use(str(alloc), host, used)
@@ -515,9 +520,10 @@ class Master:
             self.engine.release(str(aid))
             del self.allocations[aid]
             batch.deleted_allocations.append(aid)
-            for act in self.activities.values():
-                if act.allocation == aid and act.live and not act.stop:
-                    self._stop(act, "allocation deleted", batch)
+            for on in self.live_on.values():
+                for act in on.values():
+                    if act.allocation == aid and not act.stop:
+                        self._stop(act, "allocation deleted", batch)
             return None
         return run
 
@@ -528,13 +534,14 @@ class Master:
             held = self.engine.state.held_on(str(aid), host)
             if held == 0:
                 raise ApiError(422, f"host: allocation {aid} holds nothing on {host}")
-            used = sum(x.slots for x in self.activities.values() if x.allocation == aid and x.host == host and x.live)
+            used = sum(x.slots for x in self._live(aid, host))
             if used + slots > held:
                 raise ApiError(422, f"slots: {slots} more on {host} would make {used + slots}; "
                                     f"allocation {aid} holds {held} there")
             act = ActivityPub(self._next_activity, aid, a.client, host, argv, env, cwd, slots, "starting", now)
             self._next_activity += 1
             self.activities[act.id] = act
+            self.live_on.setdefault(host, {})[act.id] = act
             batch.activities[act.id] = act
             batch.wake_hosts.add(host)
             self._event(batch, a.client, {"type": "activity", "allocation": aid, "host": host, "activity": act.id,
@@ -635,9 +642,10 @@ class Master:
         for aid in [i for i in self.allocations if str(i) not in self.engine.state.requests]:
             a = self.allocations.pop(aid)
             batch.deleted_allocations.append(aid)
-            for act in self.activities.values():
-                if act.allocation == aid and act.live and not act.stop:
-                    self._stop(act, reason, batch)
+            for on in self.live_on.values():
+                for act in on.values():
+                    if act.allocation == aid and not act.stop:
+                        self._stop(act, reason, batch)
             log.warning("allocation %s ended by %s: %s is not a leaf consumer any more", aid, reason, a.consumer)
 
     # -- agents -----------------------------------------------------------------------
@@ -663,8 +671,8 @@ class Master:
                     h.state = "closed" if h.closed else "ok"
             # reconcile: what the master has running there that the agent no longer runs ended
             listed = set(running)
-            for a in self.activities.values():
-                if a.host == name and a.state == "running" and a.id not in listed:
+            for a in list(self.live_on.get(name, {}).values()):
+                if a.state == "running" and a.id not in listed:
                     self._end(a, "exited", None, None, batch, now)
             return h
         return run
@@ -694,8 +702,8 @@ class Master:
                 elif state in ("exited", "killed") and a.live:
                     self._end(a, state, r.get("exit_code"), r.get("signal"), batch, now)
             listed = {r["id"] for r in reports}
-            for a in self.activities.values():
-                if a.host == name and a.state == "starting" and a.stop and a.id not in listed:
+            for a in list(self.live_on.get(name, {}).values()):
+                if a.state == "starting" and a.stop and a.id not in listed:
                     self._end(a, "killed", None, None, batch, now)  # stopped before it was started
             return None
         return run
@@ -716,8 +724,8 @@ class Master:
             if (r.get("stdout") is not None and r["stdout"] != a.stdout) or \
                     (r.get("stderr") is not None and r["stderr"] != a.stderr):
                 return True
-        return any(a.host == name and a.state == "starting" and a.stop and a.id not in listed
-                   for a in self.activities.values())
+        return any(a.state == "starting" and a.stop and a.id not in listed
+                   for a in self.live_on.get(name, {}).values())
 
     def op_report(self) -> Callable[[Batch, float], Any]:
         def run(batch: Batch, now: float) -> Any:
@@ -727,24 +735,21 @@ class Master:
     def commands_for(self, name: str, listed: dict[int, str]) -> list[dict[str, Any]]:
         """What the agent of ``name`` is to do, from what it lists (activity -> state)."""
         out: list[dict[str, Any]] = []
-        mine = {a.id: a for a in self.activities.values() if a.host == name}
+        live = self.live_on.get(name, {})
         for act_id, state in listed.items():
-            a = mine.get(act_id)
-            if a is None or not a.live:
+            a = live.get(act_id)
+            if a is None:
                 if state == "running":
                     out.append({"op": "stop", "activity": act_id, "kill_grace": self.settings.kill_grace})
                 else:
                     out.append({"op": "forget", "activity": act_id})
             elif a.stop and state == "running":
                 out.append({"op": "stop", "activity": act_id, "kill_grace": self.settings.kill_grace})
-        for a in mine.values():
+        for a in live.values():
             if a.state == "starting" and a.id not in listed and not a.stop:
                 env = {**a.env, "APPORTION_ALLOCATION": str(a.allocation), "APPORTION_HOST": name,
                        "APPORTION_SLOTS": str(a.slots), "APPORTION_ACTIVITY": str(a.id)}
                 out.append({"op": "start", "activity": a.id, "allocation": a.allocation, "argv": a.argv,
                             "env": env, "cwd": a.cwd, "slots": a.slots})
-            elif a.state == "starting" and a.stop and a.id not in listed:
-                # stopped before it started: nothing to kill; it ends here
-                pass
         return out
 
