@@ -41,12 +41,21 @@ def sse(event: dict[str, Any]) -> str:
     return f"id: {event['id']}\ndata: {json.dumps(event)}\n\n"
 
 
-def make_app(log: Log) -> FastAPI:
+class Box:
+    """The log the app serves, swapped for a fresh one per test (one server serves a whole module)."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+
+def make_app(log: Log | Box) -> FastAPI:
+    box = log if isinstance(log, Box) else Box(log)
     app = FastAPI()
 
     @app.get("/v1/clients/{cid}/events")
     async def events(cid: int, request: Request, after: int | None = None, wait: float | None = None,
                      last_event_id: str | None = Header(None)):
+        log = box.log
         log.seen_auth.append(request.headers.get("authorization"))
         if cid == 404:
             return JSONResponse({"detail": "no client 404"}, status_code=404)
@@ -82,6 +91,7 @@ def make_app(log: Log) -> FastAPI:
 
     @app.post("/v1/clients", status_code=201)
     async def register(request: Request):
+        log = box.log
         body = await request.json()
         log.seen_auth.append(request.headers.get("authorization"))
         log.bodies.append(body)
@@ -95,6 +105,7 @@ def make_app(log: Log) -> FastAPI:
 
     @app.post("/v1/allocations", status_code=201)
     async def allocate(request: Request):
+        log = box.log
         body = await request.json()
         log.bodies.append(body)
         if body["min"] > body["max"]:
@@ -104,7 +115,7 @@ def make_app(log: Log) -> FastAPI:
 
     @app.put("/v1/plan")
     async def put_plan(request: Request):
-        log.bodies.append((request.headers.get("content-type"), (await request.body()).decode()))
+        box.log.bodies.append((request.headers.get("content-type"), (await request.body()).decode()))
         return {"version": 2}
 
     return app

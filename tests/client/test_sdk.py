@@ -8,19 +8,32 @@ import threading
 import pytest
 
 from apportion.client import ApportionError, AsyncClient, Client, MasterUnavailable
-from tests.client.fake_master import Log, Served, free_port, make_app, make_standby
+from tests.client.fake_master import Box, Log, Served, free_port, make_app, make_standby
 
 
-@pytest.fixture
-def log():
-    return Log()
+@pytest.fixture(scope="module")
+def box():
+    return Box(Log())
 
 
-@pytest.fixture
-def master(log):
-    served = Served(make_app(log))
+@pytest.fixture(scope="module")
+def served(box):
+    served = Served(make_app(box))
     yield served
     served.stop()
+
+
+@pytest.fixture
+def log(box):
+    box.log = Log()
+    return box.log
+
+
+@pytest.fixture
+def master(served, log):
+    """One server for the module; each test gets a fresh log behind it."""
+    yield served
+    log.keep_open = False  # streams still open from this test end
 
 
 def ids(events):

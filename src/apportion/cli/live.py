@@ -19,14 +19,18 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from apportion.client import ApportionError, Client, MasterUnavailable
-from apportion.client._errors import describe
+# the errors only: httpx (through the client) is imported when a live command runs, so the
+# offline commands (solve, validate, plan diff OLD NEW) start as fast as before
+from apportion.client._errors import ApportionError, MasterUnavailable, describe
+
+if TYPE_CHECKING:
+    from apportion.client import Client
 
 out = Console()
 err = Console(stderr=True)
@@ -50,6 +54,8 @@ def _client(master: str | None, token_file: Path | None, **kw: Any) -> Client:
     With no master answering, a command keeps trying for APPORTION_RETRY_FOR seconds
     (default 10: long enough for a standby to take over) before it gives up.
     """
+    from apportion.client import Client
+
     token = None
     kw.setdefault("retry_for", float(os.environ.get("APPORTION_RETRY_FOR") or 10.0))
     try:

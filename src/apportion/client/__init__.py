@@ -17,12 +17,27 @@ Every refusal raises ``ApportionError`` (``.status``, ``.detail``); no master
 reachable raises ``MasterUnavailable`` (status 0).
 """
 
-from apportion.client._async import AsyncClient, AsyncEventStream
+from typing import TYPE_CHECKING, Any
+
 from apportion.client._config import DEFAULT_MASTER
 from apportion.client._errors import ApportionError, MasterUnavailable
 from apportion.client._sse import SSEMessage, SSEParser
-from apportion.client._sync import Client, EventStream
 from apportion.client._types import Activity, Allocation, ConsumerRow, Event, Host, Output, PlanInForce
+
+if TYPE_CHECKING:
+    from apportion.client._async import AsyncClient, AsyncEventStream
+    from apportion.client._sync import Client, EventStream
+
+_LAZY = {"Client": "_sync", "EventStream": "_sync", "AsyncClient": "_async", "AsyncEventStream": "_async"}
+
+
+def __getattr__(name: str) -> Any:
+    """The clients are imported on first use (with httpx), so the package itself is cheap to import."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"apportion.client.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'apportion.client' has no attribute {name!r}")
 
 __all__ = [
     "Activity", "Allocation", "ApportionError", "AsyncClient", "AsyncEventStream", "Client", "ConsumerRow",
