@@ -7,6 +7,7 @@ from typing import Any
 
 from apportion.agent.facts import HostFacts
 from apportion.agent.light import LightRunner
+from apportion.agent.link import Unregistered
 from apportion.agent.loop import Agent
 
 
@@ -45,3 +46,28 @@ def test_a_master_that_answers_at_once_is_not_asked_in_a_busy_loop() -> None:
     assert beats[1]["activities"] == [{"id": 1, "state": "running", "pid": 0}]  # the start, reported next
     assert 3 <= len(beats) <= 6, len(beats)  # then a wait of about 1 s, not hundreds of calls
     assert agent.kill_grace == 3.0
+
+
+def test_a_refused_register_is_retried_with_a_backoff_and_a_bad_answer_does_not_stop_the_agent() -> None:
+    class Refusing(StubLink):
+        async def post(self, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+            self.calls.append((path, body))
+            if path.endswith("/register"):
+                if len(self.calls) < 3:
+                    raise Unregistered("HTTP 404")
+                return {"host": "h", "heartbeat": 1.0, "kill_grace": 3.0}
+            return {"commands": "not a list"}  # a malformed answer
+
+    link = Refusing([])
+    agent = Agent("h", HostFacts(1, 1.0, "Linux"), LightRunner(), link, watch=False)  # type: ignore[arg-type]
+
+    async def run_briefly() -> None:
+        task = asyncio.create_task(agent.run())
+        await asyncio.sleep(1.0)
+        agent.stop()
+        await task
+
+    asyncio.run(run_briefly())
+    paths = [p for p, _ in link.calls]
+    assert paths[:3] == ["/v1/agents/h/register"] * 3 and "/v1/agents/h/heartbeat" in paths
+    assert len(paths) < 20  # backed off, not spinning

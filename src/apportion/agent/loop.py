@@ -70,14 +70,20 @@ class Agent:
                     problem = ""
                 delay = _BACKOFF[0]
                 continue
-            except Unregistered:
-                self.registered = False
-                continue
+            except Unregistered as e:
+                if self.registered:
+                    self.registered = False
+                    continue  # register again at once
+                now = f"master refused the register ({e})"
             except MasterUnreachable as e:
                 self.registered = False
                 now = f"master unreachable ({e})"
             except Refused as e:
                 now = f"master refused: {e}"
+            except Exception as e:  # noqa: BLE001 - an agent keeps going: a malformed answer, a full disk
+                now = f"{type(e).__name__}: {e}"
+                if now != problem:
+                    log.exception("%s: unexpected error", self.name)
             if now != problem:
                 log.warning("%s: %s; retrying", self.name, now)
                 problem = now
@@ -139,8 +145,11 @@ class Agent:
 
     async def _watch(self) -> None:
         while True:
-            if self.runner.poll():
-                self._kick.set()
+            try:
+                if self.runner.poll():
+                    self._kick.set()
+            except OSError as e:  # the state file could not be written: try again at the next poll
+                log.warning("%s: %s", self.name, e)
             await asyncio.sleep(POLL_INTERVAL)
 
     async def _extra_heartbeats(self) -> None:
@@ -150,5 +159,5 @@ class Agent:
             if self.registered:
                 try:
                     await self.heartbeat(0.0)
-                except (MasterUnreachable, Unregistered, Refused):
-                    pass  # the long poll's loop deals with the master
+                except Exception:  # noqa: BLE001 - the long poll's loop deals with the master and says why
+                    pass
