@@ -28,19 +28,24 @@ class StubLink:
         return {"commands": commands, "heartbeat": 1.0}
 
 
+def run_for(agent: Agent, seconds: float) -> None:
+    """Run the agent's loop for a while (what it did is in its link's calls), then stop it."""
+
+    async def run() -> None:
+        task = asyncio.create_task(agent.run())
+        await asyncio.sleep(seconds)
+        agent.stop()
+        await task
+
+    asyncio.run(run())
+
+
 def test_a_master_that_answers_at_once_is_not_asked_in_a_busy_loop() -> None:
     start = {"op": "start", "activity": 1, "allocation": 2, "argv": ["x"], "env": {}, "cwd": None, "slots": 1}
     link = StubLink([start])
     runner = LightRunner()
     agent = Agent("h", HostFacts(1, 1.0, "Linux"), runner, link, watch=False)  # type: ignore[arg-type]
-
-    async def run_briefly() -> None:
-        task = asyncio.create_task(agent.run())
-        await asyncio.sleep(0.5)
-        agent.stop()
-        await task
-
-    asyncio.run(run_briefly())
+    run_for(agent, 0.5)
     assert link.calls[0][0] == "/v1/agents/h/register"
     beats = [body for path, body in link.calls if path.endswith("/heartbeat")]
     assert beats[1]["activities"] == [{"id": 1, "state": "running", "pid": 0}]  # the start, reported next
@@ -60,14 +65,7 @@ def test_a_refused_register_is_retried_with_a_backoff_and_a_bad_answer_does_not_
 
     link = Refusing([])
     agent = Agent("h", HostFacts(1, 1.0, "Linux"), LightRunner(), link, watch=False)  # type: ignore[arg-type]
-
-    async def run_briefly() -> None:
-        task = asyncio.create_task(agent.run())
-        await asyncio.sleep(1.0)
-        agent.stop()
-        await task
-
-    asyncio.run(run_briefly())
+    run_for(agent, 1.0)
     paths = [p for p, _ in link.calls]
     assert paths[:3] == ["/v1/agents/h/register"] * 3 and "/v1/agents/h/heartbeat" in paths
     assert len(paths) < 20  # backed off, not spinning
