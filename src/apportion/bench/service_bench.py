@@ -295,7 +295,6 @@ class CpuMeter:
     def sample(self) -> None:
         ps = self.psutil
         for role, procs in self.roles.items():
-            rss = 0.0
             for p in procs:
                 if not p.alive:
                     continue
@@ -304,6 +303,7 @@ class CpuMeter:
                     tree = [top, *top.children(recursive=True)]
                 except ps.Error:
                     continue
+                rss = 0.0  # of one process tree (one master)
                 for q in tree:
                     try:
                         t = q.cpu_times()
@@ -311,7 +311,7 @@ class CpuMeter:
                         rss += q.memory_info().rss
                     except ps.Error:
                         continue
-            self.rss[role] = max(self.rss.get(role, 0.0), rss)
+                self.rss[role] = max(self.rss.get(role, 0.0), rss)
 
     def mark(self) -> None:
         self.sample()
@@ -490,6 +490,10 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
             clients = [c for r in results for c in r["clients"]]
             findings = check(view, clients)
             figures = _figures(spec, clients, t_go, t_end)
+            for x in restarts:
+                x["clients_granted_again_s"] = _first_after(clients, t_go + x["at_s"])
+            if failover is not None:
+                failover["clients_granted_again_s"] = _first_after(clients, t_go + failover["at_s"])
             targets = TARGETS[spec.db]
             out = {
                 "spec": asdict(spec),
@@ -526,6 +530,13 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
                 p.stop(grace=3.0)
         if not spec.keep:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _first_after(clients: list[dict[str, Any]], t: float) -> float | None:
+    """Seconds from ``t`` until a client first heard of a grant for an allocation it created after ``t``."""
+    got = [rec[A_GRANTED] for c in clients for rec in c["allocs"]
+           if rec[A_GRANTED] is not None and rec[A_SENT] >= t]
+    return min(got) - t if got else None
 
 
 def _le(x: float | None, limit: float) -> bool:
@@ -758,6 +769,10 @@ def _ms(x: float | None) -> str:
     return "-" if x is None else f"{x * 1000:,.1f} ms"
 
 
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} s"
+
+
 def _met(t: dict | None) -> str:
     if t is None:
         return ""
@@ -807,12 +822,14 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     t.add_row("CPU: agents", f"{cpu['agents_s'] / w:.2f} cores", "", "")
     t.add_row("CPU: everything else on the machine", f"{cpu['machine_others_s'] / w:.2f} cores", "", "")
     t.add_row("CPU: machine busy", f"{cpu['machine_busy_s'] / w:.2f} of {cpu['cores']} cores", "", "")
-    t.add_row("master RSS peak", f"{r['master_rss_mib']['peak']:,.0f} MiB", "", "")
+    t.add_row("master RSS peak (one master)", f"{r['master_rss_mib']['peak']:,.0f} MiB", "", "")
     for i, x in enumerate(r["restarts"]):
         t.add_row(f"kill {i + 1} at {x['at_s']:.1f} s", f"ready again in {x['restart_to_ready_s']:.2f} s", "", "")
+        t.add_row("  a client granted again after", _s(x.get("clients_granted_again_s")), "", "")
     if r["failover"]:
         f = r["failover"]
         t.add_row("failover: standby serves after", f"{f['standby_serves_s']:.2f} s", "5.00 s", _met(tg["failover_s"]))
+        t.add_row("  a client granted again after", _s(f.get("clients_granted_again_s")), "", "")
     ck = r["check"]
     ok = "[green]ok[/]"
     bad = "[red]FAILED[/]"
