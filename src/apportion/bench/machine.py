@@ -31,14 +31,18 @@ def machine_info() -> dict:
     }
 
 
-def source_revision() -> dict:
+def source_revision(whole: bool = False) -> dict:
     """The git commit the engine was measured at, and whether its files had local edits
-    (figures from a moving engine are only comparable with the revision beside them)."""
+    (figures from a moving engine are only comparable with the revision beside them);
+    ``whole``: whether any of apportion's files had (for figures of a whole command)."""
     import subprocess
 
     import apportion.engine
 
     here = Path(apportion.engine.__file__).resolve().parent
+    key = "engine_dirty"
+    if whole:
+        here, key = here.parent, "source_dirty"
     try:
         def git(*args: str) -> str:
             return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, check=True,
@@ -47,5 +51,5 @@ def source_revision() -> dict:
         commit = git("rev-parse", "--short=12", "HEAD")
         dirty = bool(git("status", "--porcelain", "--", "."))
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "engine_dirty": None}
-    return {"commit": commit, "engine_dirty": dirty}
+        return {"commit": None, key: None}
+    return {"commit": commit, key: dirty}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -120,18 +121,27 @@ def _emit(machine: dict, result: dict, json_out: bool, render) -> None:
         render(Console(), machine, result)
 
 
+# the engine benchmark's workload, shared by `bench engine` and `bench solve`
+_HOSTS = typer.Option(10_000, "--hosts", min=1, help="Hosts in the cluster.")
+_SLOTS = typer.Option(16, "--slots-per-host", min=1, help="Slots on each host.")
+_LEAVES = typer.Option(1_000, "--leaves", min=1, help="Leaf consumers, in a 4-level tree.")
+_GROUPS = typer.Option(4, "--groups", min=1, help="Resource groups (stacked and balanced alternating).")
+_SEED = typer.Option(1, "--seed", help="Seed of the workload generator.")
+_JSON = typer.Option(False, "--json", help="Print the figures as JSON.")
+
+
 @bench_app.command("engine")
 def engine(
-    hosts: int = typer.Option(10_000, "--hosts", min=1, help="Hosts in the cluster."),
-    slots_per_host: int = typer.Option(16, "--slots-per-host", min=1, help="Slots on each host."),
-    leaves: int = typer.Option(1_000, "--leaves", min=1, help="Leaf consumers, in a 4-level tree."),
+    hosts: int = _HOSTS,
+    slots_per_host: int = _SLOTS,
+    leaves: int = _LEAVES,
     requests: int = typer.Option(20_000, "--requests", min=0, help="Open requests (1-32 slots each)."),
-    groups: int = typer.Option(4, "--groups", min=1, help="Resource groups (stacked and balanced alternating)."),
+    groups: int = _GROUPS,
     steady_cycles: int = typer.Option(20, "--steady-cycles", min=0, help="Steady cycles to time after the cold one."),
     change_fraction: float = typer.Option(0.01, "--change-fraction", min=0.0, max=1.0,
                                           help="Share of the open requests changed before each steady cycle."),
-    seed: int = typer.Option(1, "--seed", help="Seed of the workload generator."),
-    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+    seed: int = _SEED,
+    json_out: bool = _JSON,
     curve: bool = typer.Option(False, "--curve",
                                help="Run at 1k / 10k / 100k hosts, requests and leaves scaled alike, "
                                     "each point in a fresh process."),
@@ -171,18 +181,58 @@ def ducc(
     users: int = typer.Option(500, "--users", min=1, help="Users."),
     jobs: int = typer.Option(5_000, "--jobs", min=1, help="Jobs submitted at the start."),
     quantum: int = typer.Option(15, "--quantum", min=1, help="Share quantum, GB."),
-    cycles: int = typer.Option(20, "--cycles", min=0, help="Cycles timed after the first one."),
+    cycles: int | None = typer.Option(None, "--cycles", min=0,
+                                      help="Cycles after the first one (default 20; 2 with --end-to-end)."),
     arrivals: int = typer.Option(25, "--arrivals", min=0, help="New jobs per cycle."),
     seed: int = typer.Option(1, "--seed", help="Seed of the workload generator."),
+    end_to_end: bool = typer.Option(False, "--end-to-end",
+                                    help="Time `apportion solve --json` on the scenario written to a file, "
+                                         "instead of the engine's cycles."),
+    runs: int = typer.Option(3, "--runs", min=1, help="With --end-to-end: runs of the command."),
+    keep: Path | None = typer.Option(None, "--keep", help="With --end-to-end: keep the scenario file there."),
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
-    """Time one full DUCC scheduling cycle (caps, How Much, What Of, evictions, defragmentation)."""
+    """Time one full DUCC scheduling cycle (caps, How Much, What Of, evictions, defragmentation),
+    or with --end-to-end the whole `apportion solve --json` on a scenario file."""
     from apportion.bench.ducc_bench import DuccBenchSpec, render, run
     from apportion.bench.machine import machine_info
 
+    if cycles is None:
+        cycles = 2 if end_to_end else 20
     spec = _spec(DuccBenchSpec, machines=machines, classes=classes, users=users, jobs=jobs, quantum=quantum,
                  cycles=cycles, arrivals=arrivals, seed=seed)
+    if end_to_end:
+        from apportion.bench.solve_bench import render as render_solve
+        from apportion.bench.solve_bench import run_ducc
+
+        _emit(machine_info(), run_ducc(spec, runs, keep), json_out, render_solve)
+        return
     _emit(machine_info(), run(spec), json_out, render)
+
+
+@bench_app.command("solve")
+def solve(
+    hosts: int = _HOSTS,
+    slots_per_host: int = _SLOTS,
+    leaves: int = _LEAVES,
+    requests: int = typer.Option(20_000, "--requests", min=0, help="Requests at t = 0 (1-32 slots each)."),
+    groups: int = _GROUPS,
+    change_fraction: float = typer.Option(0.01, "--change-fraction", min=0.0, max=1.0,
+                                          help="Share of the requests the second step changes."),
+    seed: int = _SEED,
+    runs: int = typer.Option(3, "--runs", min=1, help="Runs of the command."),
+    keep: Path | None = typer.Option(None, "--keep", help="Keep the scenario file there."),
+    json_out: bool = _JSON,
+) -> None:
+    """Time `apportion solve --json` end to end on a scenario file: the engine benchmark's
+    cluster and requests, then one step changing 1% of them; beside it, json.loads + dumps of the file."""
+    from apportion.bench.machine import machine_info
+    from apportion.bench.solve_bench import render, run_ego
+    from apportion.bench.workload import WorkloadSpec
+
+    spec = _spec(WorkloadSpec, hosts=hosts, slots_per_host=slots_per_host, leaves=leaves, requests=requests,
+                 groups=groups, seed=seed)
+    _emit(machine_info(), run_ego(spec, change_fraction, runs, keep), json_out, render)
 
 
 @bench_app.command("service")
@@ -197,7 +247,8 @@ def service(
     consumers: int = typer.Option(4, "--consumers", min=1, help="Leaf consumers sharing the select() group."),
     rate: float | None = typer.Option(None, "--rate", min=0.1, help="Allocations per second over all clients "
                                       "(default: as fast as they go)."),
-    events: str = typer.Option("poll", "--events", help="How clients hear of grants: poll (long poll) or sse."),
+    events: str = typer.Option("sse", "--events", help="How clients hear of grants: sse (Server-Sent Events, "
+                               "as the SDK) or poll (long poll)."),
     kill: int = typer.Option(0, "--kill", min=0, help="SIGKILL the master this many times under load "
                              "and restart it."),
     failover: bool = typer.Option(False, "--failover", help="Two masters on PostgreSQL; SIGKILL the leader and "
