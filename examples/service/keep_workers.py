@@ -96,8 +96,9 @@ class Manager:
                 self.api.kill_activity(act["id"])
                 say(f"stopped activity {act['id']} on {act['host']} ({why})")
             except ApportionError as e:
-                if e.status != 404:
+                if not 400 <= e.status < 500:
                     raise
+                say(f"could not stop activity {act['id']}: {e}")
 
     def reconcile(self) -> None:
         """One worker per held slot, on every host not being reclaimed."""
@@ -137,6 +138,7 @@ class Manager:
         elif kind == "granted":
             say(f"granted {e.get('slots')} slot(s) on {host}")
         elif kind in ("lost", "removed"):
+            # the master ends the activities there itself (a lost host's as "lost"): forget them
             say(f"{kind}: {e.get('slots')} slot(s) on {host}: forgetting its workers there")
         elif kind == "activity" and e.get("state") not in LIVE:
             say(f"activity {e.get('activity')} on {host} ended: {e.get('state')}"
@@ -160,14 +162,23 @@ class Manager:
         say(f"released {host}")
 
     def run(self, after: int, stopping: threading.Event) -> None:
-        self.reconcile()
+        """React to each event; a call that fails (say, during a failover) is tried again
+        half a second later, from the allocation as it is then."""
+        behind = True
         with self.api.events(self.client_id, after=after) as stream:
             while not stopping.is_set():
                 try:
-                    event = stream.next(timeout=0.5)
+                    if behind:
+                        behind = False
+                        self.reconcile()
+                    self.on_event(stream.next(timeout=0.5))
                 except TimeoutError:
                     continue
-                self.on_event(event)
+                except ApportionError as e:
+                    if e.status in (401, 403):
+                        raise
+                    say(f"{e}: trying again")
+                    behind = True
 
     def end(self) -> None:
         self.api.delete(self.alloc_id)
