@@ -149,31 +149,35 @@ def _plan_groups(ctx: Context) -> None:
                 )
 
 
+_OWNERSHIP_AND_PARTIAL = (*OWNERSHIP_FIELDS, "partial")
+
+
 def _merge_settings(ctx: Context) -> None:
     """Per group: the per-group value if written, else the consumer-wide one, else the default."""
     for info in ctx.consumers.values():
         model = info.model
         assert model is not None
+        # the consumer-wide values, worked out once; each group then applies its block
+        written = model.model_fields_set
+        wide = {name: getattr(model if name in written else _DEFAULTS, name) for name in SETTING_FIELDS}
+        wide_sources = {name: info.where + (name,) for name in SETTING_FIELDS}
         for group in info.groups:
             override: SettingsIn | None = model.groups.get(group)
-            values: dict[str, Any] = {}
-            sources: dict[str, KeyPath] = {}
-            # a per-group owned, owned_hosts or owned_per_host replaces the consumer-wide
-            # ownership whole (with its partial): one setting written in three forms
-            own_here = override is not None and any(n in override.model_fields_set for n in OWNERSHIP_FIELDS)
-            for name in SETTING_FIELDS:
-                if override is not None and name in override.model_fields_set:
-                    values[name] = getattr(override, name)
-                    sources[name] = info.where + ("groups", group, name)
-                elif own_here and (name in OWNERSHIP_FIELDS or name == "partial"):
-                    values[name] = getattr(_DEFAULTS, name)
-                    sources[name] = info.where + ("groups", group, name)
-                elif name in model.model_fields_set:
-                    values[name] = getattr(model, name)
-                    sources[name] = info.where + (name,)
-                else:
-                    values[name] = getattr(_DEFAULTS, name)
-                    sources[name] = info.where + (name,)
+            values = dict(wide)
+            sources = dict(wide_sources)
+            if override is not None:
+                here = info.where + ("groups", group)
+                overridden = override.model_fields_set
+                # a per-group owned, owned_hosts or owned_per_host replaces the consumer-wide
+                # ownership whole (with its partial): one setting written in three forms
+                if any(n in overridden for n in OWNERSHIP_FIELDS):
+                    for name in _OWNERSHIP_AND_PARTIAL:
+                        values[name] = getattr(_DEFAULTS, name)
+                        sources[name] = here + (name,)
+                for name in SETTING_FIELDS:
+                    if name in overridden:
+                        values[name] = getattr(override, name)
+                        sources[name] = here + (name,)
             values["borrow_preference"] = tuple(values["borrow_preference"])
             values["grace"] = float(values["grace"])
             info.settings[group] = values
