@@ -94,3 +94,11 @@ def test_horizon_needs_a_clock(tmp_path):
     text = LONG.replace("cycle: 10\n", "") + "horizon: 600\n"
     with pytest.raises(PlanError, match="horizon needs a clock"):
         load_ducc_scenario(_write(tmp_path, text))
+
+
+def test_validate_states_the_horizon(tmp_path):
+    path = _write(tmp_path, LONG + "horizon: 600\n")
+    r = subprocess.run([sys.executable, "-m", "apportion.cli", "validate", str(path)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "a cycle every 10s until no work is left or the horizon, 600s" in r.stdout

@@ -52,7 +52,13 @@ def summary(sc: DuccScenario) -> str:
     jobs = sum(len(s.jobs) for s in sc.steps)
     reservations = sum(1 for s in sc.steps for j in s.jobs if j.reserve)
     classes = sum(1 for c in cfg.classes.values() if not c.abstract)
-    clock = f"a cycle every {sc.cycle:g}s" if sc.cycle is not None else "no clock (each step settled)"
+    if sc.cycle is None:
+        clock = "no clock (each step settled)"
+    elif sc.until is not None:
+        clock = f"a cycle every {sc.cycle:g}s until {sc.until:g}s"
+    else:
+        clock = f"a cycle every {sc.cycle:g}s until no work is left" + (
+            f" or the horizon, {sc.horizon:g}s" if sc.horizon is not None else "")
     return (f"a DUCC scenario: {len(cfg.hosts)} hosts, {len(cfg.nodepools)} nodepools, {classes} classes, "
             f"{jobs - reservations} jobs, {reservations} reservations, {len(sc.steps)} steps, {clock}")
 
