@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 # the errors only: httpx (through the client) is imported when a live command runs, so the
@@ -72,13 +73,17 @@ def _client(master: str | None, token_file: Path | None, **kw: Any) -> Client:
 
 
 def _fail(e: ApportionError) -> typer.Exit:
+    """Print a refusal (every problem on a line of its own); -> the exit: 3 no master, else 1."""
     if isinstance(e, MasterUnavailable):
-        err.print(f"[bold red]error:[/] {describe(e.detail)}", soft_wrap=True, markup=True, highlight=False)
+        err.print(f"[bold red]error:[/] {escape(describe(e.detail))}", soft_wrap=True, highlight=False)
         return typer.Exit(3)
     items = e.detail if isinstance(e.detail, list) else [e.detail]
-    head = f"{e.method} {e.path}: " if e.method else ""
-    err.print(f"[bold red]error{f' {e.status}' if e.status else ''}:[/] {head}" + ("" if len(items) == 1 else f"{len(items)} problem(s):"),
-              end="" if len(items) == 1 else "\n", soft_wrap=True, highlight=False)
+    label = f"error {e.status}" if e.status else "error"
+    where = f"{e.method} {e.path}: " if e.method else ""
+    if len(items) == 1:
+        err.print(f"[bold red]{label}:[/] {escape(where + describe(items))}", soft_wrap=True, highlight=False)
+        return typer.Exit(1)
+    err.print(f"[bold red]{label}:[/] {escape(where)}{len(items)} problem(s):", soft_wrap=True, highlight=False)
     for item in items:
         err.print(describe([item]), markup=False, highlight=False, soft_wrap=True)
     return typer.Exit(1)
@@ -99,13 +104,15 @@ def _run(master: str | None, token_file: Path | None, json_out: bool, call: Call
     return value
 
 
+_TEXT_COLUMNS = {"CONSUMER", "GROUP", "GROUPS", "HOST", "HOSTS", "NAME", "STATE", "ATTRIBUTES", "ARGV", "FOR",
+                 "REASON", "DEADLINE"}
+
+
 def _table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
+    """A rich table: numbers right-aligned, text left; None shows as '-'."""
     t = Table(title=title, title_justify="left")
     for c in columns:
-        t.add_column(c, justify="right" if c.isupper() and c not in ("CONSUMER", "GROUP", "HOST", "NAME",
-                                                                      "STATE", "ATTRIBUTES", "ARGV", "TYPE",
-                                                                      "FOR", "REASON", "HOSTS", "GROUPS") else
-                     "left")
+        t.add_column(c, justify="left" if c in _TEXT_COLUMNS else "right")
     for r in rows:
         t.add_row(*("-" if v is None else str(v) for v in r))
     return t
