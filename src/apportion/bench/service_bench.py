@@ -74,7 +74,7 @@ class ServiceBenchSpec:
     load_processes: int = 4
     consumers: int = 4
     rate: float | None = None  # allocations per second over all clients; None: as fast as they go
-    events: str = "poll"  # poll | sse
+    events: str = "sse"  # sse (as the SDK reads events) | poll (long poll)
     kill: int = 0
     failover: bool = False
     seed: int = 1
@@ -503,6 +503,8 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
                 "cpu": {"master_s": cpu.get("master", 0.0), "agents_s": cpu.get("agents", 0.0),
                         "load_s": cpu.get("load", 0.0), **{f"machine_{k}": v for k, v in machine_cpu.items()},
                         "cores": os.cpu_count()},
+                "master_cpu_per_round_ms": (1000 * cpu.get("master", 0.0) / figures["rate"]["released"]
+                                            if figures["rate"]["released"] else None),
                 "master_rss_mib": {"peak": max(master_rss, default=0.0) / MIB,
                                    "last": (master_rss[-1] if master_rss else 0.0) / MIB},
                 "restarts": restarts,
@@ -818,6 +820,9 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     t.add_row("retried (connection, 503)", f"{r['retries']['total']:,}", "", "")
     cpu, w = r["cpu"], r["window_s"]
     t.add_row("CPU: master", f"{cpu['master_s'] / w:.2f} cores", "", "")
+    per = r.get("master_cpu_per_round_ms")
+    if per:
+        t.add_row("  master CPU per round", f"{per:.2f} ms (one core: {1000 / per:,.0f} rounds/s)", "", "")
     t.add_row("CPU: load (clients)", f"{cpu['load_s'] / w:.2f} cores", "", "")
     t.add_row("CPU: agents", f"{cpu['agents_s'] / w:.2f} cores", "", "")
     t.add_row("CPU: everything else on the machine", f"{cpu['machine_others_s'] / w:.2f} cores", "", "")
