@@ -63,7 +63,8 @@ class _Timeline:
         if earlier is not None:
             ctx.add(where + ("id",), f"request id {m.id} already used at {earlier.where}")
         else:
-            self.submitted[m.id] = _Submitted(label, m.min, m.max, exact=item.intact(("min",), ("max",)))
+            self.submitted[m.id] = _Submitted(label, m.min, m.max,
+                                              exact=not item.errors or item.intact(("min",), ("max",)))
         ok = earlier is None
         info = ctx.consumers.get(m.consumer)
         if info is None:
@@ -94,7 +95,7 @@ class _Timeline:
                     f"(its groups: {', '.join(info.groups) or 'none'})",
                 )
                 ok = False
-        if m.min > m.max and item.intact(("min",), ("max",)):
+        if m.min > m.max and (not item.errors or item.intact(("min",), ("max",))):
             ctx.add(where + ("min",), f"min {m.min} is above max {m.max}")
             ok = False
         requirement = None
