@@ -6,7 +6,8 @@ host (the `reclaim` event), it gives them back before the deadline: it stops
 its newest workers on that host and releases the host (a release gives back
 what the allocation holds there; the master grants again whatever is still
 due, and new workers start on it). When a host is lost, its workers are
-forgotten. A worker that ends on its own is started again.
+forgotten. A worker that ends on its own is started again (at most once a
+second on each host, so a worker that cannot run does not spin).
 
     export APPORTION_TOKEN=...            # a token for the consumer (or admin)
     python examples/service/keep_workers.py --consumer /Apps/batch --slots 8
@@ -51,7 +52,9 @@ class Manager:
         self.client_id = 0
         self.alloc_id = 0
         self.handled_reclaims: set[tuple[str, float]] = set()
-        self.restarts: dict[str, int] = {}
+        self.stopped: set[int] = set()  # activities we stopped ourselves
+        self.wait_until: dict[str, float] = {}  # host -> no new worker there before this time
+        self.pending = False  # a start put off: look again at the next tick
 
     # -- start ---------------------------------------------------------------------------
 
@@ -94,6 +97,7 @@ class Manager:
         for act in sorted(acts, key=lambda a: -a["id"]):  # newest first
             try:
                 self.api.kill_activity(act["id"])
+                self.stopped.add(act["id"])
                 say(f"stopped activity {act['id']} on {act['host']} ({why})")
             except ApportionError as e:
                 if not 400 <= e.status < 500:
@@ -102,6 +106,7 @@ class Manager:
 
     def reconcile(self) -> None:
         """One worker per held slot, on every host not being reclaimed."""
+        self.pending = False
         alloc = self.api.allocation(self.alloc_id)
         for r in alloc.get("reclaiming") or []:
             self.give_back(r)
@@ -118,7 +123,11 @@ class Manager:
         for host, n in sorted(held.items()):
             if host in reclaiming:
                 continue
-            for _ in range(n - len(running.get(host, [])) - stopping.get(host, 0)):
+            missing = n - len(running.get(host, [])) - stopping.get(host, 0)
+            if missing > 0 and self.wait_until.get(host, 0) > time.monotonic():
+                self.pending = True  # a worker there just ended on its own: not at once again
+                continue
+            for _ in range(missing):
                 try:
                     act = self.api.start_activity(self.alloc_id, host, self.worker)
                 except ApportionError as e:
@@ -141,6 +150,8 @@ class Manager:
             # the master ends the activities there itself (a lost host's as "lost"): forget them
             say(f"{kind}: {e.get('slots')} slot(s) on {host}: forgetting its workers there")
         elif kind == "activity" and e.get("state") not in LIVE:
+            if e.get("activity") not in self.stopped:  # it ended on its own: restart, at most once a second
+                self.wait_until[host] = time.monotonic() + 1.0
             say(f"activity {e.get('activity')} on {host} ended: {e.get('state')}"
                 + (f" (exit code {e['exit_code']})" if e.get("exit_code") is not None else "")
                 + (f" (signal {e['signal']})" if e.get("signal") is not None else ""))
@@ -156,9 +167,9 @@ class Manager:
         key = (host, float(reclaim.get("deadline") or 0))
         if key in self.handled_reclaims:
             return
-        self.handled_reclaims.add(key)
         self.stop(self.workers()[0].get(host, []), f"reclaimed for {reclaim.get('for')}")
         self.api.release(self.alloc_id, [host])
+        self.handled_reclaims.add(key)
         say(f"released {host}")
 
     def run(self, after: int, stopping: threading.Event) -> None:
@@ -173,6 +184,7 @@ class Manager:
                         self.reconcile()
                     self.on_event(stream.next(timeout=0.5))
                 except TimeoutError:
+                    behind = self.pending
                     continue
                 except ApportionError as e:
                     if e.status in (401, 403):

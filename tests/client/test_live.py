@@ -13,6 +13,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
+from apportion.cli import live
 from apportion.cli.main import app
 from apportion.client import ApportionError, AsyncClient, Client
 from tests.service.live import CLI, Proc, start_agent, start_master, wait_until
@@ -54,6 +55,7 @@ def cluster(shared_cluster):
 
 def cli(m, *args: str, token: str | None = None, anonymous: bool = False) -> Result:
     """The ``apportion`` command, in this process (real HTTP to the master, no process start-up)."""
+    live.out.width = live.err.width = 200  # wide tables whatever the terminal (or none, under xdist)
     env = {"APPORTION_MASTER": m.url, "APPORTION_TOKEN": None if anonymous else (token or m.token),
            "APPORTION_TOKEN_FILE": None, "COLUMNS": "200", "APPORTION_RETRY_FOR": "2"}
     r = CliRunner().invoke(app, list(args), env=env)
