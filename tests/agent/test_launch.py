@@ -27,3 +27,4 @@ def test_one_agent_per_workdir(tmp_path: Path) -> None:
     finally:
         held.close()
     lock_workdir(tmp_path / "w").close()  # free again once the first lets go
+    assert (tmp_path / "w").stat().st_mode & 0o777 == 0o700  # the agent's alone: output may hold secrets

@@ -51,7 +51,7 @@ class WorkdirBusy(Exception):
 
 def lock_workdir(workdir: Path) -> IO[str]:
     """An exclusive lock on WORKDIR/agent.lock, held while the returned file stays open."""
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)  # output may hold secrets
     f = open(workdir / "agent.lock", "w")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -43,7 +43,7 @@ class _Live:
 class ProcessRunner:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)  # output may hold secrets
         self.entries: dict[int, Entry] = statefile.load(workdir)
         self.live: dict[int, _Live] = {}
         for aid, e in self.entries.items():
