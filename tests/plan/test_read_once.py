@@ -121,3 +121,10 @@ def test_solve_reads_the_file_once(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["snapshots"][0]["requests"]["b1"]["held"] == 16
     assert reads == [str(path)]
+
+
+def test_lines_taken_again_keep_the_json_reading_of_the_data():
+    doc = positions_module.parse_json('{\n "a": 1e3,\n "b": [1, 2]\n}\n', "x.yaml")
+    again = doc.with_positions()
+    assert again.data == {"a": 1000.0, "b": [1, 2]}  # YAML 1.1 would read 1e3 as a string
+    assert again.positions[("a",)] == 2 and again.positions[("b", 1)] == 3

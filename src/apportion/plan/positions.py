@@ -54,13 +54,15 @@ class Document:
     text: str | None = field(default=None, repr=False)
 
     def with_positions(self) -> Document:
-        """The same document with every key's line (itself when it has them)."""
+        """The same document with every key's line (itself when it has them). The lines
+        come from reading the text as YAML; the data stays what was read."""
         if self.text is None:
             return self
         try:
-            return parse_yaml(self.text, self.source)
-        except PlanError:  # JSON that YAML 1.1 reads otherwise: no lines, but the same data
-            return Document(self.source, self.data)
+            positions = parse_yaml(self.text, self.source).positions
+        except PlanError:  # JSON that YAML 1.1 cannot read: the same data, without lines
+            positions = {}
+        return Document(self.source, self.data, positions, self.problems)
 
 
 def compile_document(document: Document, compile_: Callable[[Document], T]) -> T:
