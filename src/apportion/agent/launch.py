@@ -74,7 +74,7 @@ async def serve(config: AgentConfig) -> None:
                 runners.append(ProcessRunner(workdir))
         facts = gather(config.slots, config.memory, config.attributes)
         async with AsyncExitStack() as clients:
-            agents = []
+            agents: list[Agent] = []
             for name, runner in zip(config.names(), runners):
                 # A client (connection pool) per agent: httpcore looks at every connection of a pool
                 # on each request, so one pool for N agents costs N times more per heartbeat.
