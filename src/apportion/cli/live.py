@@ -399,11 +399,14 @@ events_app = typer.Typer(help="A client's events as they happen.", no_args_is_he
 
 
 def _event_line(e: dict[str, Any]) -> str:
-    rest = {k: v for k, v in e.items() if k not in ("id", "type", "allocation", "host", "slots")}
+    """``ID TIME TYPE alloc A HOST xSLOTS key=value...``, one event a line."""
+    at = e.get("at")
+    stamp = datetime.fromtimestamp(at).strftime("%H:%M:%S.%f")[:-3] if isinstance(at, (int, float)) else "-"
+    rest = {k: v for k, v in e.items() if k not in ("id", "type", "allocation", "host", "slots", "at")}
     if "deadline" in rest:
         rest["deadline"] = _when(rest["deadline"])
     tail = " ".join(f"{k}={v}" for k, v in rest.items() if v is not None)
-    return (f"{e.get('id'):>6} {e.get('type', '?'):<17} alloc {e.get('allocation', '-')} "
+    return (f"{e.get('id'):>6} {stamp} {e.get('type', '?'):<17} alloc {e.get('allocation', '-')} "
             f"{e.get('host') or '-'} x{e.get('slots', '-')} {tail}").rstrip()
 
 
