@@ -261,6 +261,28 @@ def test_keep_workers_gives_a_reclaimed_host_back_before_the_deadline(cluster, t
         kw.kill()
 
 
+def test_keep_workers_restarts_a_failing_worker_no_faster_than_once_a_second(cluster, tmp_path):
+    m = cluster
+    kw = Proc([sys.executable, str(ROOT / "examples" / "service" / "keep_workers.py"), "--master", m.url,
+               "--consumer", "/Apps/web", "--slots", "1", "--worker", f"{sys.executable} -c 'raise SystemExit(3)'"],
+              tmp_path / "keep_workers.log")
+    kw.start(env={"APPORTION_TOKEN": m.token})
+    try:
+        with Client(m.url, token=m.token) as api:
+            def failed():
+                allocs = api.allocations(consumer="/Apps/web")
+                return allocs and [a for a in api.activities(allocs[0]["id"]) if a["exit_code"] == 3]
+
+            first = wait_until(lambda: len(failed() or []) >= 1 and failed(), 20, f"a worker failed:\n{kw.output()}")
+            started = min(a["created_at"] for a in first)
+            again = wait_until(lambda: len(failed() or []) >= 2 and failed(), 20, f"restarted:\n{kw.output()}")
+            # each restart waited its second after the failure before it
+            span = max(a["created_at"] for a in again) - started
+            assert span >= 0.9 * (len(again) - 1), [(a["id"], a["created_at"]) for a in again]
+    finally:
+        kw.kill()
+
+
 def test_plan_validate_and_a_one_file_diff_ask_the_master(cluster, tmp_path):
     m = cluster
     with Client(m.url, token=m.token) as api:
