@@ -95,7 +95,7 @@ class AsyncEventStream(StreamState):
         if isinstance(item, BaseException):
             self._queue.put_nowait(item)
             raise item
-        return item
+        return self._hand_out(item)
 
     async def __aenter__(self) -> AsyncEventStream:
         return self

@@ -86,11 +86,18 @@ class StreamState:
     def __init__(self, client_id: int, after: int | None, idle_timeout: float) -> None:
         self._cursor = EventCursor(client_id, after)
         self._idle = idle_timeout
+        self._handed_out = after
 
     @property
     def last_id(self) -> int | None:
-        """The id of the last event read from the master (it may still wait to be handed out)."""
-        return self._cursor.last_id
+        """The id of the last event handed out: keep it to resume from there later
+        (``events(client, after=last_id)``), even in another process."""
+        return self._handed_out
+
+    def _hand_out(self, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("id") is not None:
+            self._handed_out = int(event["id"])
+        return event
 
     @property
     def reconnects(self) -> int:

@@ -100,7 +100,7 @@ class EventStream(StreamState):
         if isinstance(item, BaseException):
             self._queue.put(item)  # every later call raises it too
             raise item
-        return item
+        return self._hand_out(item)
 
     def __enter__(self) -> EventStream:
         return self
