@@ -123,3 +123,18 @@ def test_a_short_real_run_passes_its_own_checks():
     assert r["master_rss_mib"]["peak"] > 10
     assert r["check"]["grants_replayed"] >= r["rate"]["released"] - 20
     assert set(r["targets"]) == {"rate", "p50_s", "p99_s"}
+
+
+def test_a_loss_written_after_the_regrant_of_the_same_step_is_no_double_grant():
+    # one master step: host a goes down (1 lost) and the engine grants 1 again on b; the
+    # step writes the grant (2) before the loss (3). Then a second step grants 2 on a.
+    events = [granted(1, 7, 1, "a", 10.0), granted(2, 7, 1, "b", 11.0), removed(3, 7, 1, "a", 11.0, "lost"),
+              granted(4, 8, 2, "a", 12.0)]
+    view = StoreView({"a": 1, "b": 1}, [(1, "b", 1), (2, "a", 1)], {1, 2}, events)
+    s = check(view, [client(7, [1, 2, 3], [rec(1, 9.9, None)]), client(8, [4], [rec(2, 11.9, None)])]).summary()
+    assert s["ok"], s
+    # but a grant on a full host in a later step (after a loss elsewhere) is caught
+    events = [granted(1, 7, 1, "a", 10.0), removed(2, 9, 3, "b", 10.5, "lost"), granted(3, 8, 2, "a", 11.0)]
+    view = StoreView({"a": 1, "b": 1}, [], {1, 2, 3}, events)
+    s = check(view, [client(7, [1], [rec(1, 9.9, None)]), client(8, [3], [rec(2, 10.9, None)])]).summary()
+    assert s["replay_overbooked"] == 1 and not s["ok"]

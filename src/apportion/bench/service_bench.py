@@ -368,6 +368,7 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
     workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-service-"))
     procs: list[Proc] = []
     masters: Masters | None = None
+    keep = spec.keep
     try:
         with store(spec.db, workdir, spec.pg_admin) as db:
             plan = workdir / "plan.yaml"
@@ -513,6 +514,9 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
                 "check": findings.summary(),
                 "store_events": len(view.events),
             }
+            # a failed check keeps the logs, the store and what each client saw, to look into
+            keep = keep or not findings.summary()["ok"] or figures["errors"]["total"] > 0
+            out["workdir"] = str(workdir) if keep else None
             out["targets"] = {
                 "rate": {"target": targets["rate"], "met": figures["rate"]["released_per_s"] >= targets["rate"]},
                 "p50_s": {"target": targets["p50_s"], "met": _le(figures["grant_latency"]["p50_s"],
@@ -530,7 +534,7 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
         if masters is not None:
             for p in masters.procs:
                 p.stop(grace=3.0)
-        if not spec.keep:
+        if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -847,6 +851,8 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     t.add_row("store: checked", f"{ck['grants_replayed']:,} grants replayed, {ck['allocations_checked']:,} "
               f"allocations, {ck['events_checked']:,} events received", "", ok if ck["ok"] else bad)
     console.print(t)
+    if r.get("workdir"):
+        console.print(f"logs, store and the clients' records kept in {r['workdir']}", highlight=False)
 
 
 def render_scale(console, machine: dict, r: dict) -> None:  # noqa: ANN001

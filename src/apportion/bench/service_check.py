@@ -4,11 +4,11 @@ Pure functions over plain lists (so tests can hand them a crafted history), and 
 reader that takes those lists out of the store with SQLAlchemy.
 
 - No slot granted twice: the final holdings never put more slots on a host than it
-  has; and replaying the stored events in id order (``granted`` adds, ``removed`` and
-  ``lost`` take away) together with the clients' deletions (at the moment each DELETE
-  was sent, the earliest the master could have acted on it, so the replay can only
-  under-count what was held, never over-count) never puts more on a host than it has,
-  nor more on an allocation than its max (1 here).
+  has; and replaying the stored events in id order, step by step (``granted`` adds,
+  ``removed`` and ``lost`` take away; see ``step_starts``) together with the clients'
+  deletions (at the moment each DELETE was sent, the earliest the master could have
+  acted on it, so the replay can only under-count what was held, never over-count)
+  never puts more on a host than it has, nor more on an allocation than its max (1 here).
 - No allocation lost: every allocation a client got a 201 for is in the store, or was
   deleted by that client (a 204); none a client deleted is still there.
 - Every committed grant is still there: for each allocation in the store, the slots
@@ -75,26 +75,67 @@ def final_holdings(view: StoreView) -> list[dict[str, Any]]:
             if n > view.hosts.get(h, 0)]
 
 
+KIND_RANK = {"granted": 0, "removed": 3, "lost": 4}  # the order in which a master step writes them
+
+
+def step_starts(events: list[tuple[int, int, dict[str, Any]]]) -> dict[int, tuple[float, int]]:
+    """For each grant or release event, the (time, id) of the first event of its master step,
+    as far as the ids show it.
+
+    One step writes its events in the order grants, reclaims, removals, losses. So a
+    grant after a removal or a loss starts a new step; within a step a host may lose an
+    allocation and the engine grant it again elsewhere, the loss written after the grant.
+    The replay moves each release to the start of its step. Two steps without a release
+    between them may be read as one, so a release may come before its own grant: it is
+    then kept and applied right after that grant. Both only move releases earlier: the
+    replay can miss a double grant but never make one up."""
+    out: dict[int, tuple[float, int]] = {}
+    rank, start = 99, (0.0, 0)
+    for eid, _client, body in events:
+        r = KIND_RANK.get(body.get("type", ""))
+        if r is None:
+            continue
+        if r < rank:
+            start = (float(body.get("at", 0.0)), eid)
+        out[eid] = start
+        rank = r
+    return out
+
+
 def replay(view: StoreView, deletions: dict[int, float], max_of: dict[int, int] | None = None,
            default_max: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-    """Replay grants and releases in order; (hosts over their slots, allocations over their max,
-    grants replayed). ``deletions``: allocation -> when its DELETE was sent."""
-    timeline: list[tuple[float, int, int, str, Any]] = []
+    """Replay grants and releases in order (each release at the start of its step);
+    (hosts over their slots, allocations over their max, grants replayed).
+    ``deletions``: allocation -> when its DELETE was sent (Unix seconds)."""
+    starts = step_starts(view.events)
+    timeline: list[tuple[float, int, float, Any]] = []
     for eid, _client, body in view.events:
-        kind = body.get("type")
-        if kind == "granted" or kind in RELEASING:
-            timeline.append((float(body.get("at", 0.0)), 1, eid, kind, body))
+        if eid not in starts:
+            continue
+        if body["type"] == "granted":
+            timeline.append((float(body.get("at", 0.0)), 1, eid, body))
+        else:
+            t, first = starts[eid]
+            timeline.append((t, 1, first - 0.5, body))
     for aid, t in deletions.items():
-        timeline.append((t, 0, -1, "deleted", aid))
+        timeline.append((t, 0, -1, aid))
     timeline.sort(key=lambda x: (x[0], x[1], x[2]))
     on_host: dict[str, int] = defaultdict(int)
     held: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     gone: set[int] = set()
     over_hosts: list[dict[str, Any]] = []
     over_max: list[dict[str, Any]] = []
+    pending: dict[tuple[int, str], int] = defaultdict(int)  # releases that came before their grant
     grants = 0
-    for t, _, eid, kind, x in timeline:
-        if kind == "deleted":
+
+    def release(aid: int, host: str, slots: int) -> int:
+        n = min(slots, held[aid].get(host, 0))
+        held[aid][host] -= n
+        on_host[host] -= n
+        return slots - n
+
+    for _t, kind, _k, x in timeline:
+        if kind == 0:
             gone.add(x)
             for host, n in held.pop(x, {}).items():
                 on_host[host] -= n
@@ -102,20 +143,22 @@ def replay(view: StoreView, deletions: dict[int, float], max_of: dict[int, int] 
         aid, host, slots = int(x["allocation"]), x["host"], int(x["slots"])
         if aid in gone:
             continue  # after its DELETE was sent: the replay counts it released already
-        if kind == "granted":
-            grants += 1
-            held[aid][host] += slots
-            on_host[host] += slots
-            if on_host[host] > view.hosts.get(host, 0):
-                over_hosts.append({"event": eid, "at": t, "host": host, "held": on_host[host],
-                                   "slots": view.hosts.get(host, 0)})
-            total = sum(held[aid].values())
-            if total > (max_of or {}).get(aid, default_max):
-                over_max.append({"event": eid, "allocation": aid, "held": total})
-        else:
-            n = min(slots, held[aid].get(host, 0))
-            held[aid][host] -= n
-            on_host[host] -= n
+        if x["type"] != "granted":
+            left = release(aid, host, slots)
+            if left:
+                pending[(aid, host)] += left
+            continue
+        grants += 1
+        held[aid][host] += slots
+        on_host[host] += slots
+        if pending.get((aid, host)):
+            pending[(aid, host)] = release(aid, host, pending[(aid, host)])
+        if on_host[host] > view.hosts.get(host, 0):
+            over_hosts.append({"event": x.get("id"), "at": x.get("at"), "host": host, "held": on_host[host],
+                               "slots": view.hosts.get(host, 0)})
+        total = sum(held[aid].values())
+        if total > (max_of or {}).get(aid, default_max):
+            over_max.append({"event": x.get("id"), "allocation": aid, "held": total})
     return over_hosts, over_max, grants
 
 
