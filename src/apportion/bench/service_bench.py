@@ -369,8 +369,18 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
     procs: list[Proc] = []
     masters: Masters | None = None
     keep = spec.keep
+
+    def stop_all() -> None:
+        for p in procs:
+            p.stop(grace=3.0)
+        if masters is not None:
+            for p in masters.procs:
+                p.stop(grace=3.0)
+
     try:
-        with store(spec.db, workdir, spec.pg_admin) as db:
+        with contextlib.ExitStack() as stack:
+            db = stack.enter_context(store(spec.db, workdir, spec.pg_admin))
+            stack.callback(stop_all)  # before the database is dropped
             plan = workdir / "plan.yaml"
             plan.write_text(plan_text(spec.consumers))
             masters = Masters(workdir, db, plan, count=2 if spec.failover else 1,
@@ -529,11 +539,7 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
                                                 "met": _le(failover.get("standby_serves_s"), TARGETS["failover_s"])}
             return out
     finally:
-        for p in procs:
-            p.stop(grace=3.0)
-        if masters is not None:
-            for p in masters.procs:
-                p.stop(grace=3.0)
+        stop_all()
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -707,7 +713,9 @@ def run_scale(spec: ScaleSpec, progress: Callable[[str], None] | None = None) ->
     workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-scale-"))
     masters: Masters | None = None
     try:
-        with store(spec.db, workdir, spec.pg_admin) as db:
+        with contextlib.ExitStack() as stack:
+            db = stack.enter_context(store(spec.db, workdir, spec.pg_admin))
+            stack.callback(lambda: masters is not None and masters.stop())  # before the database is dropped
             plan = workdir / "plan.yaml"
             plan.write_text(plan_text(spec.consumers, parents=spec.parents))
             # a long heartbeat: the hosts have no agents here, and must stay up while measured
