@@ -36,6 +36,7 @@ from apportion.plan.schema import (
     StepIn,
     kind_of,
     show,
+    validate_all,
     validate_item,
 )
 from apportion.plan.timeline import TimelineItems, compile_timeline
@@ -83,8 +84,10 @@ def _timeline_items(raw_steps: list[Any], reporter: Reporter) -> list[TimelineIt
         if step.model is not None:
             if step.model.at is None and not any(loc[:1] == ("at",) for loc, _ in step.errors):
                 reporter.add(where + ("at",), "is required")
-            for j, request in enumerate(step.model.requests):
-                requests.append(_checked(RequestIn, request, where + ("requests", j), reporter))
+            requests = validate_all(RequestIn, step.model.requests) or [
+                _checked(RequestIn, request, where + ("requests", j), reporter)
+                for j, request in enumerate(step.model.requests)
+            ]
             for key, value in step.model.change.items():
                 request_id = _request_id(key)
                 if request_id is None:
