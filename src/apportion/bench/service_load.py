@@ -150,6 +150,9 @@ class Client:
             except Transport:
                 self.retries["sse transport"] += 1
                 self.sse_http.next_url()
+            except Exception as e:  # noqa: BLE001 - a reader that dies would leave its client deaf
+                self.fail("events: unreadable stream", repr(e))
+                self.sse_http.close()
             await asyncio.sleep(backoff * (0.5 + random.random()))
             backoff = min(0.5, backoff * 2)
 
