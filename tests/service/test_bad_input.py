@@ -111,7 +111,7 @@ def test_a_rejected_plan_leaves_the_old_one_in_force(world):
         assert r.status_code == 422
         problems = r.json()["detail"]
         assert len(problems) >= 2
-        assert any("share_ratio" in p["field"] for p in problems) and any(p["line"] for p in problems)
+        assert any("share_ratio" in ".".join(map(str, p["loc"])) for p in problems) and all(p["line"] for p in problems)
         assert c.get("/v1/plan").json() == old
         r = c.put("/v1/plan", content="consumers: [", headers={"content-type": "text/plain"})
         assert r.status_code == 422 and c.get("/v1/plan").json() == old

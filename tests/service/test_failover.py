@@ -26,7 +26,7 @@ def test_standby_takes_over_within_5_s(tmp_path, pg_url):
     agent = start_agent(f"{m1.url},{m2.url}", "h1", tmp_path / "h1", slots=2, token=m1.token)
     try:
         health = wait_until(lambda: (h := httpx.get(m2.url + "/healthz", timeout=2).json())["role"] == "standby"
-                            and h, 30, "m2 a standby")
+                            and h["leader"] == m1.url and h, 30, "m2 a standby naming m1 as the leader")
         assert health["leader"] == m1.url
         r = httpx.get(m2.url + "/v1/hosts", headers={"Authorization": f"Bearer {m1.token}"}, timeout=5)
         assert r.status_code == 503 and r.json()["leader"] == m1.url

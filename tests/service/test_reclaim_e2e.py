@@ -48,7 +48,7 @@ def test_reclaim_end_to_end(tmp_path, db_url):
             newest = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": IGNORES_TERM}).json()["id"]
             # a third process would use more than A holds on h1
             over = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": SLEEPER})
-            assert over.status_code == 422 and "slots" in over.json()["detail"]
+            assert over.status_code == 422 and over.json()["detail"][0]["loc"] == ["body", "slots"]
             for act in (first, newest):
                 wait_until(lambda act=act: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20,
                            f"activity {act} running")

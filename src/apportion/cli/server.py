@@ -96,9 +96,10 @@ def server(
     writer = StoreWriter(engine)
     if plan is not None:
         text = plan.read_text(encoding="utf-8")
-        try:
-            liveplan.parse(text, str(plan))
+        try:  # checked whole, with the hosts the store knows, before it is put in force
+            liveplan.compile_live(liveplan.parse(text, str(plan)), writer.reported_hosts())
         except PlanError as e:
+            typer.echo(f"{len(e.problems)} problem(s) in {plan}; the plan in force is unchanged:", err=True)
             for p in e.problems:
                 typer.echo(str(p), err=True)
             raise typer.Exit(2) from None

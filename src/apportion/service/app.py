@@ -18,7 +18,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apportion.service.api import agents, cluster, events, health, work
 from apportion.service.leader import Role, leadership
-from apportion.service.master import Master, Settings
+from apportion.service.api.errors import api_error
+from apportion.service.master import ApiError, Master, Settings
 from apportion.service.metrics import Metrics
 from apportion.service.store.writer import StoreWriter
 
@@ -109,6 +110,7 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     app.mount("/static", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="static")
 
     app.add_middleware(Guard, role=role)
+    app.add_exception_handler(ApiError, api_error)
     for r in (work.router, events.router, cluster.router, agents.router, health.router):
         app.include_router(r)
     return app

@@ -76,11 +76,14 @@ class PostgresLeadership:
                 role.name, role.leader_url = "leader", url
                 log.info("leader: this master (%s) holds the lock", url)
                 return
-            role.name = "standby"
-            role.leader_url = await asyncio.to_thread(self._leader)
+            leader = await asyncio.to_thread(self._leader)
+            if role.name != "standby" or leader != role.leader_url:
+                log.info("standby: the leader is %s", leader or "unknown")
+            role.name, role.leader_url = "standby", leader
             await asyncio.sleep(self.poll)
 
     def _try(self) -> bool:
+        log.debug("leader election: trying the lock")
         if self._conn is None:
             self._conn = self.engine.connect()
             self._conn.execution_options(isolation_level="AUTOCOMMIT")

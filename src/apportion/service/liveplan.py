@@ -9,6 +9,7 @@ down until it does.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,12 @@ class ParsedPlan:
 def parse(text: str, source: str = "<plan>") -> ParsedPlan:
     """The plan's text (YAML, or JSON, which YAML reads too) parsed, with the line of
     every field; PlanError when it is not a mapping of plan sections."""
-    doc = parse_yaml(text, source)
+    try:
+        doc = parse_yaml(text, source)
+        json.dumps(doc.data, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise PlanError([Problem(source, None, "plan", f"not valid Unicode text: {e.reason} "
+                                 f"(a lone surrogate such as \\ud800 in an escape?)")]) from None
     if doc.problems:
         raise PlanError(doc.problems)
     if not isinstance(doc.data, Mapping):
@@ -59,11 +65,12 @@ def with_hosts(parsed: ParsedPlan, reported: Iterable[ReportedHost]) -> dict[str
     data = dict(parsed.data)
     merged: dict[str, dict[str, Any]] = {}
     listed = data.get("hosts") or []
-    if isinstance(listed, list):
-        for entry in listed:
-            if isinstance(entry, Mapping):
-                for name in _names(entry.get("name")):
-                    merged[name] = {**entry, "name": name, "state": "down"}
+    if not isinstance(listed, list):
+        return data  # not a list of hosts: left as it is, for the compiler to name
+    for entry in listed:
+        if isinstance(entry, Mapping):
+            for name in _names(entry.get("name")):
+                merged[name] = {**entry, "name": name, "state": "down"}
     groups = data.get("resource_groups") or []
     if isinstance(groups, list):
         for g in groups:

@@ -22,6 +22,7 @@ from typing import Any
 
 from apportion.engine import Engine, HostState, Request
 from apportion.engine.decisions import Decisions, Removal
+from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, parse_requirement
 from apportion.service import liveplan
@@ -39,12 +40,15 @@ RECENT_EVENTS = 5_000  # per client, kept in memory; older ones are read from th
 
 
 class ApiError(Exception):
-    """A refused operation: nothing was changed."""
+    """A refused operation: nothing was changed. A 422's detail is "field: reason", or a
+    list of plan problems; the API answers it in FastAPI's shape for validation errors,
+    with the field in ``loc`` (api/errors.py)."""
 
-    def __init__(self, status: int, detail: Any) -> None:
+    def __init__(self, status: int, detail: Any, where: str = "body") -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
+        self.where = where
 
 
 @dataclass(slots=True)
@@ -114,6 +118,7 @@ class Master:
         self._restore(snapshot)
         self._state_seen = self.engine.state
         self._replan = False
+        self._now = time.time()
 
     # -- recovery -------------------------------------------------------------------
     def _reported(self) -> list[liveplan.ReportedHost]:
@@ -193,7 +198,7 @@ class Master:
             await self._step(ops)
 
     async def _step(self, ops: list[Op]) -> None:
-        now = time.time()
+        now = self._now = time.time()
         batch = Batch()
         results: list[tuple[Op, Any, BaseException | None]] = []
         for op in ops:
@@ -201,6 +206,11 @@ class Master:
                 results.append((op, op.fn(batch, now), None))
             except ApiError as e:
                 results.append((op, None, e))
+            except Exception as e:
+                if not getattr(op.fn, "read_only", False):
+                    raise  # the engine may be half-changed: stop, and let a restart rebuild it from the store
+                log.exception("a read-only operation failed")
+                results.append((op, None, ApiError(500, f"internal error: {e.__class__.__name__}")))
         self._check_hosts(batch, now)
         if self._replan:
             self._replan = False
@@ -230,7 +240,7 @@ class Master:
 
     # -- decisions into events and rows ------------------------------------------------
     def _event(self, batch: Batch, client: int, body: dict[str, Any]) -> None:
-        body = {"id": self.next_event, **body, "at": round(time.time(), 3)}
+        body = {"id": self.next_event, **body, "at": self._now}  # the time of the step that decided it
         self.next_event += 1
         batch.events.append((client, body))
 
@@ -605,16 +615,16 @@ class Master:
     def diff_plan(self, text: str) -> dict[str, Any]:
         """What ``text`` would reclaim or remove now: the new plan run on a copy of the
         live state, one cycle at the present time. Read-only: the live engine is not touched."""
-        import copy
-
         try:
             parsed = liveplan.parse(text, "<plan>")
             plan = liveplan.compile_live(parsed, self._reported())
         except PlanError as e:
             raise ApiError(422, [{"line": p.line, "field": p.field, "msg": p.reason} for p in e.problems]) from None
-        shadow = copy.deepcopy(self.engine)
+        shadow = Engine.__new__(Engine)  # the new plan's state, built aside: the live one is not touched
+        rebuilt = rebuild(self.engine.state, plan)
+        shadow.state, shadow._views = rebuilt.state, {}
         shadow.state.changed = None
-        removed = shadow.apply_plan(plan)
+        removed = rebuilt.removed
         d = shadow.cycle(time.time())
         return {
             "removed": [r._asdict() for r in removed + d.removals],
@@ -730,6 +740,13 @@ class Master:
     def op_report(self) -> Callable[[Batch, float], Any]:
         def run(batch: Batch, now: float) -> Any:
             return self.engine.report()
+        run.read_only = True  # type: ignore[attr-defined]
+        return run
+
+    def op_diff_plan(self, text: str) -> Callable[[Batch, float], dict[str, Any]]:
+        def run(batch: Batch, now: float) -> dict[str, Any]:
+            return self.diff_plan(text)
+        run.read_only = True  # type: ignore[attr-defined]
         return run
 
     def commands_for(self, name: str, listed: dict[int, str]) -> list[dict[str, Any]]:

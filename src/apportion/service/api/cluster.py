@@ -68,7 +68,7 @@ async def _text(request: Request) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise HTTPException(422, "plan: the body is not UTF-8 text") from None
+        raise ApiError(422, "plan: the body is not UTF-8 text") from None
 
 
 @router.put("/plan", openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
@@ -86,24 +86,18 @@ async def put_plan(request: Request, p: Principal = Depends(admin), m: Master = 
 async def diff_plan(request: Request, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
     """What the plan would reclaim and remove right now, run on a copy of the live state."""
     text = await _text(request)
-
-    def shadow(batch, now):  # noqa: ANN001 - runs in the master's task, on its engine
-        return m.diff_plan(text)
-    return await run(m, shadow)
+    return await run(m, m.op_diff_plan(text))
 
 
 @router.post("/tokens", status_code=201)
 async def create_token(body: TokenIn, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
     if body.kind == "consumer":
         if body.consumer is None:
-            raise HTTPException(422, "consumer: a consumer token needs the consumer path it is scoped to")
+            raise ApiError(422, "consumer: a consumer token needs the consumer path it is scoped to")
         if body.consumer != "/" and body.consumer not in m.engine_consumers():
-            raise HTTPException(422, f"consumer: {body.consumer} is not a consumer of the plan in force")
+            raise ApiError(422, f"consumer: {body.consumer} is not a consumer of the plan in force")
     if body.kind == "agent" and body.host is None:
-        raise HTTPException(422, "host: an agent token needs the host it reports for")
-    try:
-        token = await asyncio.to_thread(m.writer.create_token, body.kind, body.consumer if body.kind == "consumer"
-                                        else None, body.host if body.kind == "agent" else None)
-    except ApiError as e:
-        raise HTTPException(e.status, e.detail) from None
+        raise ApiError(422, "host: an agent token needs the host it reports for")
+    token = await asyncio.to_thread(m.writer.create_token, body.kind, body.consumer if body.kind == "consumer"
+                                    else None, body.host if body.kind == "agent" else None)
     return {"token": token, "kind": body.kind}

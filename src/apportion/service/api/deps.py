@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import HTTPException, Request
 
-from apportion.service.master import ApiError, Master
+from apportion.service.master import Master
 
 
 def master(request: Request) -> Master:
@@ -15,8 +15,5 @@ def master(request: Request) -> Master:
 
 
 async def run(m: Master, op) -> object:  # noqa: ANN001 - an op_* closure
-    """Send an operation to the master's task; its refusal becomes the HTTP error."""
-    try:
-        return await m.submit(op)
-    except ApiError as e:
-        raise HTTPException(e.status, e.detail) from None
+    """Send an operation to the master's task; a refusal (ApiError) becomes the HTTP error."""
+    return await m.submit(op)

@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 
 from apportion.service.api.deps import master
 from apportion.service.auth import Principal, require_consumer, user
-from apportion.service.master import Master
+from apportion.service.master import ApiError, Master
 
 router = APIRouter(prefix="/v1", tags=["events"])
 KEEPALIVE = 15.0
@@ -70,7 +70,7 @@ async def client_events(request: Request, client_id: int,
     try:
         start = int(last_event_id) if last_event_id else (after or 0)
     except ValueError:
-        raise HTTPException(422, "Last-Event-ID: must be an event id (an integer)") from None
+        raise ApiError(422, "last-event-id: must be an event id (an integer)", where="header") from None
 
     async def stream() -> AsyncIterator[bytes]:
         last = start

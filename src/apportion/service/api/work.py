@@ -55,13 +55,10 @@ async def create_allocation(body: AllocationIn, p: Principal = Depends(user),
     require_consumer(p, body.consumer)
     c = m.clients.get(body.client)
     if c is None:
-        raise HTTPException(422, f"client: no client {body.client}")
+        raise ApiError(422, f"client: no client {body.client}")
     require_consumer(p, c.consumer)
     groups = groups_of(body.group)
-    try:
-        m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
-    except ApiError as e:
-        raise HTTPException(e.status, e.detail) from None
+    m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
     a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
                                             body.slots_per_instance, body.exclusive, body.requirement))
     return a.json()

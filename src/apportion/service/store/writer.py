@@ -106,6 +106,13 @@ class StoreWriter:
             c.execute(insert(PlanRow).values(version=(row.version + 1) if row else 1, text=text, applied_by=by,
                                              applied_at=time.time()))
 
+    def reported_hosts(self) -> list[Any]:
+        from apportion.service.liveplan import ReportedHost
+
+        with self.engine.connect() as c:
+            return [ReportedHost(r.name, r.slots, r.memory, r.attributes or {}, r.state)
+                    for r in c.execute(select(HostRow))]
+
     def load(self) -> Snapshot:
         with self.engine.connect() as c:
             plan = c.execute(select(PlanRow).order_by(PlanRow.version.desc()).limit(1)).first()
