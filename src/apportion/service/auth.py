@@ -32,8 +32,7 @@ class Principal:
         return self.kind == "admin" or (self.kind == "consumer" and in_subtree(consumer, self.consumer or ""))
 
 
-async def principal(request: Request,
-                    creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
+def _resolve(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
     if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
         raise HTTPException(401, "a bearer token is required (Authorization: Bearer TOKEN)",
                             headers={"WWW-Authenticate": "Bearer"})
@@ -41,23 +40,31 @@ async def principal(request: Request,
     token = creds.credentials
     if token not in cache:
         row = request.app.state.writer.token(token)
-        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host)
         if len(cache) > 10_000:
             cache.clear()
+        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host)
     p = cache[token]
     if p is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
     return p
 
 
-async def admin(p: Principal = Depends(principal)) -> Principal:
+async def principal(request: Request,
+                    creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
+    """Any valid token."""
+    return _resolve(request, creds)
+
+
+async def admin(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
+    p = _resolve(request, creds)
     if p.kind != "admin":
         raise HTTPException(403, f"{p.name} may not do this: an admin token is needed")
     return p
 
 
-async def user(p: Principal = Depends(principal)) -> Principal:
+async def user(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
     """An admin or a consumer token (agents report, they do not allocate)."""
+    p = _resolve(request, creds)
     if p.kind == "agent":
         raise HTTPException(403, f"{p.name} may only report for its host")
     return p

@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 
-from apportion.service.api.deps import master, run
+from apportion.service.api.deps import answer, master, run
 from apportion.service.api.schemas import AgentHeartbeat, AgentRegister, HostName
 from apportion.service.auth import Principal, principal, require_host
 from apportion.service.master import Master
@@ -27,7 +27,7 @@ async def register(host: HostName, body: AgentRegister, p: Principal = Depends(p
 
 @router.post("/{host}/heartbeat")
 async def heartbeat(host: HostName, body: AgentHeartbeat, p: Principal = Depends(principal),
-                    m: Master = Depends(master)) -> dict[str, Any]:
+                    m: Master = Depends(master)) -> Any:
     require_host(p, host)
     h = m.hosts.get(host)
     if h is None:
@@ -48,4 +48,4 @@ async def heartbeat(host: HostName, body: AgentHeartbeat, p: Principal = Depends
             pass
         h.last_seen = time.time()
         commands = m.commands_for(host, listed)
-    return {"commands": commands, "heartbeat": m.settings.heartbeat}
+    return answer({"commands": commands, "heartbeat": m.settings.heartbeat})

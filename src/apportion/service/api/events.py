@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 
-from apportion.service.api.deps import master
+from apportion.service.api.deps import answer, master
 from apportion.service.auth import Principal, require_consumer, user
 from apportion.service.master import ApiError, Master
 
@@ -66,7 +66,7 @@ async def client_events(request: Request, client_id: int,
         if not got and wait:
             await wait_for(m, client_id, wait)
             got = await since(m, client_id, start)
-        return {"events": got, "last": got[-1]["id"] if got else start}
+        return answer({"events": got, "last": got[-1]["id"] if got else start})
     try:
         start = int(last_event_id) if last_event_id else (after or 0)
     except ValueError:

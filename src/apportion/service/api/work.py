@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 
-from apportion.service.api.deps import master, run
+from apportion.service.api.deps import answer, master, run
 from apportion.service.api.schemas import ActivityIn, AllocationChange, AllocationIn, ClientIn, ReleaseIn, groups_of
 from apportion.service.auth import Principal, require_consumer, user
 from apportion.service.master import ApiError, Master
@@ -33,11 +33,11 @@ def _activity(m: Master, p: Principal, act_id: int) -> ActivityPub:
 
 
 @router.post("/clients", status_code=201)
-async def register_client(body: ClientIn, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+async def register_client(body: ClientIn, p: Principal = Depends(user), m: Master = Depends(master)) -> Any:
     """Register (or register again under the same name: its allocations are kept)."""
     require_consumer(p, body.consumer)
     c = await run(m, m.op_register_client(body.name, body.consumer))
-    return c.json()
+    return answer(c.json(), 201)
 
 
 @router.get("/clients/{client_id}")
@@ -51,7 +51,7 @@ async def get_client(client_id: int, p: Principal = Depends(user), m: Master = D
 
 @router.post("/allocations", status_code=201)
 async def create_allocation(body: AllocationIn, p: Principal = Depends(user),
-                            m: Master = Depends(master)) -> dict[str, Any]:
+                            m: Master = Depends(master)) -> Any:
     require_consumer(p, body.consumer)
     c = m.clients.get(body.client)
     if c is None:
@@ -61,12 +61,12 @@ async def create_allocation(body: AllocationIn, p: Principal = Depends(user),
     m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
     a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
                                             body.slots_per_instance, body.exclusive, body.requirement))
-    return a.json()
+    return answer(a.json(), 201)
 
 
 @router.get("/allocations/{aid}")
-async def get_allocation(aid: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
-    return _alloc(m, p, aid).json()
+async def get_allocation(aid: int, p: Principal = Depends(user), m: Master = Depends(master)) -> Any:
+    return answer(_alloc(m, p, aid).json())
 
 
 @router.get("/allocations")
