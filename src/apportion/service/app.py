@@ -116,4 +116,21 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     app.add_exception_handler(ApiError, api_error)
     for r in (work.router, events.router, cluster.router, agents.router, health.router):
         app.include_router(r)
+    app.openapi = lambda: _with_bearer(app)  # type: ignore[method-assign]
     return app
+
+
+def _with_bearer(app: FastAPI) -> dict:
+    """The spec, saying once that every path but the open ones wants a bearer token
+    (auth.py reads the header itself, in the one dependency each call has)."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        spec = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        spec.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        for path, ops in spec["paths"].items():
+            if path not in Guard.OPEN and path != "/readyz":
+                for op in ops.values():
+                    op["security"] = [{"bearer": []}]
+        app.openapi_schema = spec
+    return app.openapi_schema

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapi import Depends, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import HTTPException, Request
 
-from apportion.service.master import in_subtree
+from apportion.service.master import Master, in_subtree
 
-_bearer = HTTPBearer(auto_error=False, description="A token from `apportion server init` or POST /v1/tokens")
+# The bearer scheme is declared in the OpenAPI spec by app.py; a request's dependency reads
+# the header itself, so each call solves one dependency, not three.
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +32,21 @@ class Principal:
         return self.kind == "admin" or (self.kind == "consumer" and in_subtree(consumer, self.consumer or ""))
 
 
-def _resolve(request: Request, creds: HTTPAuthorizationCredentials | None) -> Principal:
-    if creds is None or creds.scheme.lower() != "bearer" or not creds.credentials:
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who calls (their token's principal) and the master that serves them."""
+
+    p: Principal
+    m: Master
+
+
+def _resolve(request: Request) -> Principal:
+    scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
         raise HTTPException(401, "a bearer token is required (Authorization: Bearer TOKEN)",
                             headers={"WWW-Authenticate": "Bearer"})
     cache: dict[str, Principal | None] = request.app.state.token_cache
-    token = creds.credentials
     if token not in cache:
         row = request.app.state.writer.token(token)
         if len(cache) > 10_000:
@@ -49,25 +58,32 @@ def _resolve(request: Request, creds: HTTPAuthorizationCredentials | None) -> Pr
     return p
 
 
-async def principal(request: Request,
-                    creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
-    """Any valid token."""
-    return _resolve(request, creds)
+def master_of(request: Request) -> Master:
+    """The master, or 503 while it starts."""
+    m = request.app.state.master
+    if m is None or not m.ready:
+        raise HTTPException(503, "the master is starting", headers={"Retry-After": "1"})
+    return m
 
 
-async def admin(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
-    p = _resolve(request, creds)
+async def anyone(request: Request) -> Caller:
+    """Any valid token (agents report with theirs)."""
+    return Caller(_resolve(request), master_of(request))
+
+
+async def admin(request: Request) -> Caller:
+    p = _resolve(request)
     if p.kind != "admin":
         raise HTTPException(403, f"{p.name} may not do this: an admin token is needed")
-    return p
+    return Caller(p, master_of(request))
 
 
-async def user(request: Request, creds: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Principal:
+async def user(request: Request) -> Caller:
     """An admin or a consumer token (agents report, they do not allocate)."""
-    p = _resolve(request, creds)
+    p = _resolve(request)
     if p.kind == "agent":
         raise HTTPException(403, f"{p.name} may only report for its host")
-    return p
+    return Caller(p, master_of(request))
 
 
 def require_consumer(p: Principal, consumer: str) -> None:

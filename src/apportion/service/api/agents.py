@@ -8,17 +8,17 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 
-from apportion.service.api.deps import answer, master, run
+from apportion.service.api.deps import answer, run
 from apportion.service.api.schemas import AgentHeartbeat, AgentRegister, HostName
-from apportion.service.auth import Principal, principal, require_host
+from apportion.service.auth import Caller, anyone, require_host
 from apportion.service.master import Master
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 
 
 @router.post("/{host}/register")
-async def register(host: HostName, body: AgentRegister, p: Principal = Depends(principal),
-                   m: Master = Depends(master)) -> dict[str, Any]:
+async def register(host: HostName, body: AgentRegister, c: Caller = Depends(anyone)) -> dict[str, Any]:
+    p, m = c.p, c.m
     require_host(p, host)
     await run(m, m.op_agent_register(host, body.slots, body.memory, body.os, dict(body.attributes),
                                      [a.id for a in body.activities]))
@@ -26,8 +26,8 @@ async def register(host: HostName, body: AgentRegister, p: Principal = Depends(p
 
 
 @router.post("/{host}/heartbeat")
-async def heartbeat(host: HostName, body: AgentHeartbeat, p: Principal = Depends(principal),
-                    m: Master = Depends(master)) -> Any:
+async def heartbeat(host: HostName, body: AgentHeartbeat, c: Caller = Depends(anyone)) -> Any:
+    p, m = c.p, c.m
     require_host(p, host)
     h = m.hosts.get(host)
     if h is None:

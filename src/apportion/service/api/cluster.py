@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Request
 
-from apportion.service.api.deps import master, run
+from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
-from apportion.service.auth import Principal, admin, user
+from apportion.service.auth import Caller, admin, user
 from apportion.service.master import ApiError, Master
 
 router = APIRouter(prefix="/v1", tags=["cluster"])
@@ -18,7 +18,8 @@ _PLAN_BODY = Body(..., media_type="text/plain", description="The plan's text: YA
 
 
 @router.get("/hosts")
-async def list_hosts(p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     return {"hosts": [{"name": h.name, "state": h.state, "slots": h.slots, "free": m.free_on(h.name),
                        "used": m.host_used.get(h.name, 0), "memory": h.memory, "os": h.os,
                        "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen}
@@ -26,9 +27,9 @@ async def list_hosts(p: Principal = Depends(user), m: Master = Depends(master)) 
 
 
 @router.post("/hosts/{name}/close")
-async def close_host(name: HostName, body: HostClose | None = None, p: Principal = Depends(admin),
-                     m: Master = Depends(master)) -> dict[str, Any]:
+async def close_host(name: HostName, body: HostClose | None = None, c: Caller = Depends(admin)) -> dict[str, Any]:
     """Take no new work; with ``reclaim``, also take back what runs there now."""
+    p, m = c.p, c.m
     if name not in m.hosts:
         raise HTTPException(404, f"no host {name}")
     h = await run(m, m.op_close_host(name, (body or HostClose()).reclaim))
@@ -36,7 +37,8 @@ async def close_host(name: HostName, body: HostClose | None = None, p: Principal
 
 
 @router.post("/hosts/{name}/open")
-async def open_host(name: HostName, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+async def open_host(name: HostName, c: Caller = Depends(admin)) -> dict[str, Any]:
+    p, m = c.p, c.m
     if name not in m.hosts:
         raise HTTPException(404, f"no host {name}")
     h = await run(m, m.op_open_host(name))
@@ -44,8 +46,9 @@ async def open_host(name: HostName, p: Principal = Depends(admin), m: Master = D
 
 
 @router.get("/consumers")
-async def consumers(p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+async def consumers(c: Caller = Depends(user)) -> dict[str, Any]:
     """Per consumer and resource group: EGO's rg view."""
+    p, m = c.p, c.m
     report = await run(m, m.op_report())
     out = []
     for path, line in report.consumers.items():
@@ -59,7 +62,8 @@ async def consumers(p: Principal = Depends(user), m: Master = Depends(master)) -
 
 
 @router.get("/plan")
-async def get_plan(p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+async def get_plan(c: Caller = Depends(admin)) -> dict[str, Any]:
+    p, m = c.p, c.m
     return {"version": m.plan_version, "applied_by": m.plan_by, "applied_at": m.plan_at, "text": m.plan_text}
 
 
@@ -73,9 +77,10 @@ async def _text(request: Request) -> str:
 
 @router.put("/plan", openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
                                                     "required": True}})
-async def put_plan(request: Request, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+async def put_plan(request: Request, c: Caller = Depends(admin)) -> dict[str, Any]:
     """Validate and put a new plan in force, atomically; 422 lists every problem and
     leaves the plan in force as it was."""
+    p, m = c.p, c.m
     text = await _text(request)
     version = await run(m, m.op_apply_plan(text, p.name))
     return {"version": version}
@@ -83,14 +88,16 @@ async def put_plan(request: Request, p: Principal = Depends(admin), m: Master = 
 
 @router.post("/plan/diff", openapi_extra={"requestBody": {"content": {"text/plain": {"schema": {"type": "string"}}},
                                                           "required": True}})
-async def diff_plan(request: Request, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+async def diff_plan(request: Request, c: Caller = Depends(admin)) -> dict[str, Any]:
     """What the plan would reclaim and remove right now, run on a copy of the live state."""
+    p, m = c.p, c.m
     text = await _text(request)
     return await run(m, m.op_diff_plan(text))
 
 
 @router.post("/tokens", status_code=201)
-async def create_token(body: TokenIn, p: Principal = Depends(admin), m: Master = Depends(master)) -> dict[str, Any]:
+async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, Any]:
+    p, m = c.p, c.m
     if body.kind == "consumer":
         if body.consumer is None:
             raise ApiError(422, "consumer: a consumer token needs the consumer path it is scoped to")

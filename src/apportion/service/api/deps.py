@@ -5,17 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import HTTPException, Request, Response
+from fastapi import Response
 
+from apportion.service.auth import master_of as master
 from apportion.service.master import Master
 
-
-async def master(request: Request) -> Master:
-    """(async: a plain ``def`` dependency would cost a worker-thread round trip per request)"""
-    m = request.app.state.master
-    if m is None or not m.ready:
-        raise HTTPException(503, "the master is starting", headers={"Retry-After": "1"})
-    return m
+__all__ = ["answer", "master", "run"]
 
 
 async def run(m: Master, op) -> object:  # noqa: ANN001 - an op_* closure

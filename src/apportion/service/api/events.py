@@ -15,8 +15,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 
-from apportion.service.api.deps import answer, master
-from apportion.service.auth import Principal, require_consumer, user
+from apportion.service.api.deps import answer
+from apportion.service.auth import Caller, Principal, require_consumer, user
 from apportion.service.master import ApiError, Master
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -24,12 +24,16 @@ KEEPALIVE = 15.0
 
 
 
+def _id(e: dict[str, Any]) -> int:
+    return e["id"]
+
+
 async def since(m: Master, client: int, after: int, limit: int = 1000) -> list[dict[str, Any]]:
     recent = m.recent_events.get(client, [])
     floor = m.recent_floor.get(client, m.first_event - 1)
     if after >= floor:
-        ids = [e["id"] for e in recent]
-        return recent[bisect.bisect_right(ids, after):][:limit]
+        i = bisect.bisect_right(recent, after, key=_id)
+        return recent[i:i + limit]
     return await asyncio.to_thread(m.writer.events_after, client, after, limit)
 
 
@@ -55,9 +59,10 @@ async def client_events(request: Request, client_id: int,
                         after: int | None = Query(None, ge=0, description="long poll: events after this id"),
                         wait: float | None = Query(None, ge=0, le=60, description="long poll: seconds to wait"),
                         last_event_id: str | None = Header(None), accept: str | None = Header(None),
-                        p: Principal = Depends(user), m: Master = Depends(master)) -> Any:
+                        c: Caller = Depends(user)) -> Any:
     """Server-Sent Events (``Accept: text/event-stream``, or no ``after``/``wait``), or a
     long poll answering ``{"events": [...]}`` as soon as there is one, or after ``wait`` seconds."""
+    p, m = c.p, c.m
     _client(m, p, client_id)
     sse = "text/event-stream" in (accept or "") or (after is None and wait is None)
     if not sse:
@@ -74,7 +79,7 @@ async def client_events(request: Request, client_id: int,
 
     async def stream() -> AsyncIterator[bytes]:
         last = start
-        while not await request.is_disconnected():
+        while True:  # Starlette ends the stream when the client goes away
             got = await since(m, client_id, last)
             if not got:
                 yield b": keepalive\n\n"

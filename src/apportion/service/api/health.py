@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apportion.service.api.deps import master, run
-from apportion.service.auth import Principal, admin
+from apportion.service.auth import Caller, admin
 from apportion.service.master import Master
 
 router = APIRouter(tags=["health"])
@@ -24,13 +24,15 @@ async def healthz(request: Request) -> dict[str, Any]:
 
 
 @router.get("/readyz")
-async def readyz(m: Master = Depends(master)) -> dict[str, Any]:
+async def readyz(request: Request) -> dict[str, Any]:
     """Ready: the store is read, the engine rebuilt, and the master's task runs."""
+    m = master(request)
     return {"status": "ready", "plan_version": m.plan_version, "cycles": m.cycles}
 
 
 @router.get("/metrics")
-async def metrics(request: Request, p: Principal = Depends(admin), m: Master = Depends(master)) -> Response:
+async def metrics(request: Request, c: Caller = Depends(admin)) -> Response:
+    p, m = c.p, c.m
     mt = request.app.state.metrics
     report = await run(m, m.op_report())
     mt.open_requests.set(len(m.allocations))

@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 
-from apportion.service.api.deps import answer, master, run
+from apportion.service.api.deps import answer, run
 from apportion.service.api.schemas import ActivityIn, AllocationChange, AllocationIn, ClientIn, ReleaseIn, groups_of
-from apportion.service.auth import Principal, require_consumer, user
+from apportion.service.auth import Caller, Principal, require_consumer, user
 from apportion.service.master import ApiError, Master
 from apportion.service.published import ActivityPub, AllocationPub
 
@@ -33,15 +33,17 @@ def _activity(m: Master, p: Principal, act_id: int) -> ActivityPub:
 
 
 @router.post("/clients", status_code=201)
-async def register_client(body: ClientIn, p: Principal = Depends(user), m: Master = Depends(master)) -> Any:
+async def register_client(body: ClientIn, c: Caller = Depends(user)) -> Any:
     """Register (or register again under the same name: its allocations are kept)."""
+    p, m = c.p, c.m
     require_consumer(p, body.consumer)
     c = await run(m, m.op_register_client(body.name, body.consumer))
     return answer(c.json(), 201)
 
 
 @router.get("/clients/{client_id}")
-async def get_client(client_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+async def get_client(client_id: int, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     c = m.clients.get(client_id)
     if c is None:
         raise HTTPException(404, f"no client {client_id}")
@@ -50,8 +52,8 @@ async def get_client(client_id: int, p: Principal = Depends(user), m: Master = D
 
 
 @router.post("/allocations", status_code=201)
-async def create_allocation(body: AllocationIn, p: Principal = Depends(user),
-                            m: Master = Depends(master)) -> Any:
+async def create_allocation(body: AllocationIn, c: Caller = Depends(user)) -> Any:
+    p, m = c.p, c.m
     require_consumer(p, body.consumer)
     c = m.clients.get(body.client)
     if c is None:
@@ -65,13 +67,14 @@ async def create_allocation(body: AllocationIn, p: Principal = Depends(user),
 
 
 @router.get("/allocations/{aid}")
-async def get_allocation(aid: int, p: Principal = Depends(user), m: Master = Depends(master)) -> Any:
+async def get_allocation(aid: int, c: Caller = Depends(user)) -> Any:
+    p, m = c.p, c.m
     return answer(_alloc(m, p, aid).json())
 
 
 @router.get("/allocations")
-async def list_allocations(consumer: str | None = None, client: int | None = None, p: Principal = Depends(user),
-                           m: Master = Depends(master)) -> dict[str, Any]:
+async def list_allocations(consumer: str | None = None, client: int | None = None, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     from apportion.service.master import in_subtree
 
     out = [a.json() for a in m.allocations.values()
@@ -81,19 +84,19 @@ async def list_allocations(consumer: str | None = None, client: int | None = Non
 
 
 @router.patch("/allocations/{aid}")
-async def change_allocation(aid: int, body: AllocationChange, p: Principal = Depends(user),
-                            m: Master = Depends(master)) -> dict[str, Any]:
+async def change_allocation(aid: int, body: AllocationChange, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     _alloc(m, p, aid)
     a = await run(m, m.op_change_allocation(aid, body.min, body.max))
     return a.json()
 
 
 @router.post("/allocations/{aid}/release")
-async def release_allocation(aid: int, body: ReleaseIn | None = None, p: Principal = Depends(user),
-                             m: Master = Depends(master)) -> dict[str, Any]:
+async def release_allocation(aid: int, body: ReleaseIn | None = None, c: Caller = Depends(user)) -> dict[str, Any]:
     """No hosts: give back every slot and end the demand (min = max = 0; PATCH may ask
     again). Hosts: give back what the allocation holds there; its max stays, so it may
     be granted elsewhere; ``blocked``: those hosts are never given to it again."""
+    p, m = c.p, c.m
     _alloc(m, p, aid)
     body = body or ReleaseIn()
     a = await run(m, m.op_release(aid, body.hosts, body.blocked))
@@ -101,23 +104,24 @@ async def release_allocation(aid: int, body: ReleaseIn | None = None, p: Princip
 
 
 @router.delete("/allocations/{aid}", status_code=204)
-async def delete_allocation(aid: int, p: Principal = Depends(user), m: Master = Depends(master)) -> Response:
+async def delete_allocation(aid: int, c: Caller = Depends(user)) -> Response:
+    p, m = c.p, c.m
     _alloc(m, p, aid)
     await run(m, m.op_delete(aid))
     return Response(status_code=204)
 
 
 @router.post("/allocations/{aid}/activities", status_code=201)
-async def start_activity(aid: int, body: ActivityIn, p: Principal = Depends(user),
-                         m: Master = Depends(master)) -> dict[str, Any]:
+async def start_activity(aid: int, body: ActivityIn, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     _alloc(m, p, aid)
     act = await run(m, m.op_start_activity(aid, body.host, body.argv, body.env, body.cwd, body.slots))
     return act.json()
 
 
 @router.get("/activities")
-async def list_activities(allocation: int | None = None, p: Principal = Depends(user),
-                          m: Master = Depends(master)) -> dict[str, Any]:
+async def list_activities(allocation: int | None = None, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     out = []
     for act in m.activities.values():
         if allocation is not None and act.allocation != allocation:
@@ -129,18 +133,21 @@ async def list_activities(allocation: int | None = None, p: Principal = Depends(
 
 
 @router.get("/activities/{act_id}")
-async def get_activity(act_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+async def get_activity(act_id: int, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     return _activity(m, p, act_id).json()
 
 
 @router.get("/activities/{act_id}/output")
-async def activity_output(act_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+async def activity_output(act_id: int, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     act = _activity(m, p, act_id)
     return {"id": act.id, "stdout": act.stdout, "stderr": act.stderr}
 
 
 @router.post("/activities/{act_id}/kill", status_code=202)
-async def kill_activity(act_id: int, p: Principal = Depends(user), m: Master = Depends(master)) -> dict[str, Any]:
+async def kill_activity(act_id: int, c: Caller = Depends(user)) -> dict[str, Any]:
+    p, m = c.p, c.m
     _activity(m, p, act_id)
     act = await run(m, m.op_kill_activity(act_id))
     return act.json()
