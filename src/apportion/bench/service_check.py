@@ -82,21 +82,23 @@ def step_starts(events: list[tuple[int, int, dict[str, Any]]]) -> dict[int, tupl
     """For each grant or release event, the (time, id) of the first event of its master step,
     as far as the ids show it.
 
-    One step writes its events in the order grants, reclaims, removals, losses. So a
-    grant after a removal or a loss starts a new step; within a step a host may lose an
-    allocation and the engine grant it again elsewhere, the loss written after the grant.
-    The replay moves each release to the start of its step. Two steps without a release
-    between them may be read as one, so a release may come before its own grant: it is
-    then kept and applied right after that grant. Both only move releases earlier: the
-    replay can miss a double grant but never make one up."""
+    Every event of one step carries the step's time (``at``), and a step writes its
+    events in the order grants, reclaims, removals, losses: so a new time, or a grant
+    after a removal or a loss, starts a new step. Within a step a host may lose an
+    allocation and the engine grant it again elsewhere, the loss written after the
+    grant: the replay moves each release to the start of its step. Should two steps
+    be read as one, a release may come before its own grant: it is then kept and
+    applied right after that grant. Both only move releases earlier: the replay can
+    miss a double grant but never make one up."""
     out: dict[int, tuple[float, int]] = {}
-    rank, start = 99, (0.0, 0)
+    rank, start = 99, (float("nan"), 0)
     for eid, _client, body in events:
         r = KIND_RANK.get(body.get("type", ""))
         if r is None:
             continue
-        if r < rank:
-            start = (float(body.get("at", 0.0)), eid)
+        at = float(body.get("at", 0.0))
+        if r < rank or at != start[0]:
+            start = (at, eid)
         out[eid] = start
         rank = r
     return out
