@@ -86,3 +86,42 @@ def test_reclaim_end_to_end(tmp_path, db_url):
     finally:
         agent.kill()
         m.proc.kill()
+
+
+OPS_PLAN = """
+resource_groups:
+  - {name: all, select: "select(slots > 0)"}
+consumers:
+  - {path: /Ops, owned: 2}
+  - {path: /Apps}
+  - {path: /Apps/batch, grace: 1}
+  - {path: /Apps/web, share_ratio: 2}
+"""
+
+
+def test_the_beneficiary_waits_for_the_processes_even_beside_idle_owned_slots(tmp_path):
+    """/Ops owns 2 of h1's 6 slots and leaves them idle. While batch's reclaimed processes
+    are being stopped, web must not be served out of /Ops' idle slots instead."""
+    m = start_master(tmp_path / "m", OPS_PLAN)
+    agent = start_agent(m, "h1", tmp_path / "h1", slots=6)
+    try:
+        with m.http() as c:
+            wait_until(lambda: c.get("/v1/hosts").json()["hosts"], 20, "h1 up")
+            batch = c.post("/v1/clients", json={"name": "batch", "consumer": "/Apps/batch"}).json()["id"]
+            web = c.post("/v1/clients", json={"name": "web", "consumer": "/Apps/web"}).json()["id"]
+            aid = c.post("/v1/allocations", json={"client": batch, "consumer": "/Apps/batch", "max": 4}).json()["id"]
+            wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 4, 20, "batch granted 4")
+            acts = [c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": IGNORES_TERM}).json()["id"]
+                    for _ in range(4)]
+            for x in acts:
+                wait_until(lambda x=x: c.get(f"/v1/activities/{x}/output").json()["stdout"] == ["ready"], 20, "ready")
+            wid = c.post("/v1/allocations", json={"client": web, "consumer": "/Apps/web", "max": 4}).json()["id"]
+            killed = wait_until(lambda: [e for e in events(c, batch) if e["type"] == "activity"
+                                         and e["state"] == "killed"], 30, "batch's processes killed")
+            granted = wait_until(lambda: [e for e in events(c, web) if e["type"] == "granted"], 20, "web granted")
+            assert granted[0]["id"] > max(e["id"] for e in killed), (granted, killed)
+            assert granted[0]["at"] >= max(e["at"] for e in killed)
+            assert c.get(f"/v1/allocations/{wid}").json()["held"] == 3
+    finally:
+        agent.kill()
+        m.proc.kill()

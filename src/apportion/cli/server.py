@@ -134,3 +134,23 @@ def init(
         f.write(token + "\n")
     os.chmod(token_file, 0o600)
     typer.echo(f"admin token written to {token_file} (mode 0600) at {time.strftime('%Y-%m-%d %H:%M:%S')}")
+
+
+@server_app.command("upgrade")
+def upgrade_schema(
+    db: str | None = typer.Option(None, "--db", help="The store (as for `apportion server`)."),
+    sql: bool = typer.Option(False, "--sql", help="Print the SQL instead of running it (Alembic's offline mode), "
+                             "for a DBA to review and apply."),
+) -> None:
+    """Bring the store's schema to this version's (Alembic `upgrade head`); `apportion server` also
+    does this at start. Stop the masters first; take a backup before (docs/service.md, runbook)."""
+    from alembic import command
+
+    from apportion.service.store.db import alembic_config, make_engine, upgrade
+
+    url = _db_url(db)
+    if sql:
+        command.upgrade(alembic_config(url), "head", sql=True)
+        return
+    upgrade(make_engine(url))
+    typer.echo(f"schema of {url.split('@')[-1]} is at the newest revision")

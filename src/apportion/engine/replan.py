@@ -110,7 +110,12 @@ def rebuild(old: ClusterState, plan: Plan, *, reassign: bool = True) -> Rebuilt:
     new.in_use = dict(old.in_use)
     for (rid, host), n in old.fences.items():
         if host in new.hosts:
-            new.fence(rid, host, n)
+            book = old.fence_pool.get((rid, host))
+            if book is not None:  # the part that counts in a pool, then the rest
+                new.fence(rid, host, book[2], (book[0], book[1]))
+                n -= book[2]
+            if n:
+                new.fence(rid, host, n)
     new.touch()
     return out
 

@@ -197,6 +197,9 @@ class ClusterState:
         # (request, host) -> slots that left the request while its processes still use
         # them: not free until the processes are gone (a slot is never used twice)
         self.fences: dict[tuple[str, str], int] = {}
+        # (request, host) -> [group, pool owner, slots] of fenced slots that came from a
+        # share pool: they still count in that pool, so nobody is served past it meanwhile
+        self.fence_pool: dict[tuple[str, str], list] = {}
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
@@ -480,7 +483,15 @@ class ClusterState:
         fence = min(a.slots, max(0, used - self.held_on(a.request, a.host) - fenced))
         if fence:
             self.fences[key] = fenced + fence
+            if a.source[0] == "p":
+                self._fence_count(key, (a.group, a.source[5:]), fence)
         return fence
+
+    def _fence_count(self, key: tuple[str, str], pool: tuple[str, str], slots: int) -> None:
+        book = self.fence_pool.setdefault(key, [pool[0], pool[1], 0])
+        book[2] += slots
+        pu = self.pool_used[book[0]]
+        pu[book[1]] = pu.get(book[1], 0) + slots
 
     def set_in_use(self, request: str, host: str, slots: int) -> int:
         """Processes of ``request`` now use ``slots`` on ``host``; slots fenced for it
@@ -496,11 +507,14 @@ class ClusterState:
         keep = min(fenced, max(0, slots - self.held_on(request, host)))
         return self.unfence(request, host, fenced - keep)
 
-    def fence(self, request: str, host: str, slots: int) -> None:
+    def fence(self, request: str, host: str, slots: int, pool: tuple[str, str] | None = None) -> None:
         """Keep ``slots`` of ``host`` off its free slots for ``request``'s processes
-        (recovery from the store, and a plan change carrying fences over)."""
+        (recovery from the store, and a plan change carrying fences over); ``pool``:
+        the (group, pool owner) they still count in."""
         key = (request, host)
         self.fences[key] = self.fences.get(key, 0) + slots
+        if pool is not None and pool[0] in self.pool_used:
+            self._fence_count(key, pool, slots)
         h = self.hosts[host]
         if h.state is not HostState.DOWN:
             change_free(h, -slots)
@@ -513,11 +527,19 @@ class ClusterState:
         key = (request, host)
         if slots <= 0 or key not in self.fences:
             return 0
+        slots = min(slots, self.fences[key])
         left = self.fences[key] - slots
         if left > 0:
             self.fences[key] = left
         else:
             del self.fences[key]
+        book = self.fence_pool.get(key)
+        if book is not None:
+            counted = min(slots, book[2]) if left else book[2]
+            self.pool_used[book[0]][book[1]] -= counted
+            book[2] -= counted
+            if not book[2]:
+                del self.fence_pool[key]
         h = self.hosts.get(host)
         if h is not None:
             if h.state is not HostState.DOWN:
@@ -630,7 +652,7 @@ class ClusterState:
             for key in [k for k in self.in_use if k[1] == name]:
                 del self.in_use[key]
             for key in [k for k in self.fences if k[1] == name]:
-                change_free(h, self.fences.pop(key))
+                self.unfence(*key, self.fences[key])
             for a in list(self.by_host[name].values()):
                 lost.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "lost: host down"))
                 self.remove(a)

@@ -119,6 +119,7 @@ class Master:
         self._state_seen = self.engine.state
         self._replan = False
         self._now = time.time()
+        self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {}
 
     # -- recovery -------------------------------------------------------------------
     def _reported(self) -> list[liveplan.ReportedHost]:
@@ -155,9 +156,12 @@ class Master:
                         self.allocations[aid].consumer)
             del self.allocations[aid]
         s = self.engine.state
-        for (req, host), n in snap.fences:
+        for (req, host), (n, group, pool, pooled) in snap.fences:
             if host in s.hosts:
-                s.fence(str(req), host, n)
+                if pooled and group is not None and pool is not None:
+                    s.fence(str(req), host, pooled, (group, pool))
+                if n - pooled:
+                    s.fence(str(req), host, n - pooled)
         for on in self.live_on.values():
             for act in on.values():
                 key = (str(act.allocation), act.host)
@@ -278,7 +282,8 @@ class Master:
                 a = s.allocs.get(aid)
                 batch.holdings[aid] = None if a is None else self._holding(a)
         s.changed = set()
-        batch.fences = dict(s.fences)
+        batch.fences = {k: (n, *(s.fence_pool[k] if k in s.fence_pool else (None, None, 0)))
+                        for k, n in s.fences.items()}
 
     @staticmethod
     def _holding(a: Allocation) -> HoldingPub:
@@ -381,7 +386,7 @@ class Master:
         h = self.hosts.get(host)
         if h is None or h.state != "ok":
             return 0
-        fenced = sum(n for (_, name), n in getattr(self, "fences", {}).items() if name == host)
+        fenced = sum(f[0] for (_, name), f in self.fences.items() if name == host)
         return max(0, h.slots - self.host_used.get(host, 0) - fenced)
 
     # -- hosts ------------------------------------------------------------------------

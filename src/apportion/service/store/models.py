@@ -92,6 +92,9 @@ class FenceRow(Base):
     request: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     host: Mapped[str] = mapped_column(String(200), primary_key=True)
     slots: Mapped[int] = mapped_column(Integer)
+    group: Mapped[str | None] = mapped_column(String(200), nullable=True)  # of those still counted in a pool:
+    pool: Mapped[str | None] = mapped_column(String(400), nullable=True)  # the pool's owner,
+    pooled: Mapped[int] = mapped_column(Integer, default=0)  # and how many
 
 
 class ActivityRow(Base):

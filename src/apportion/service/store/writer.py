@@ -38,7 +38,8 @@ class Batch:
     deleted_allocations: list[int] = field(default_factory=list)
     holdings: dict[int, HoldingPub | None] = field(default_factory=dict)  # None: gone
     holdings_full: list[tuple[int, HoldingPub]] | None = None  # the state was rebuilt: all of them
-    fences: dict[tuple[str, str], int] = field(default_factory=dict)
+    fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = field(default_factory=dict)
+    # (request, host) -> (slots, group, pool owner, slots of them counted in that pool)
     activities: dict[int, ActivityPub] = field(default_factory=dict)
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     wake_hosts: set[str] = field(default_factory=set)
@@ -60,7 +61,7 @@ class Snapshot:
     hosts: list[HostPub]
     allocations: list[AllocationPub]
     holdings: list[tuple[int, HoldingPub]]
-    fences: list[tuple[tuple[int, str], int]]
+    fences: list[tuple[tuple[int, str], tuple[int, str | None, str | None, int]]]
     activities: list[ActivityPub]
     next_event: int
     max_allocation: int
@@ -89,7 +90,7 @@ def _holding_row(hid: int, h: HoldingPub) -> dict[str, Any]:
 class StoreWriter:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._fences: dict[tuple[str, str], int] = {}
+        self._fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {}
 
     # -- start -------------------------------------------------------------------
     def plan_in_force(self) -> PlanRow | None:
@@ -127,14 +128,15 @@ class StoreWriter:
             holdings = [(r.id, HoldingPub(r.request, r.group, r.host, r.slots, r.source, r.deadline, r.beneficiary,
                                           r.reason))
                         for r in c.execute(select(HoldingRow).order_by(HoldingRow.id))]
-            fences = [((r.request, r.host), r.slots) for r in c.execute(select(FenceRow))]
+            fences = [((r.request, r.host), (r.slots, r.group, r.pool, r.pooled or 0))
+                      for r in c.execute(select(FenceRow))]
             acts = [ActivityPub(r.id, r.allocation, r.client, r.host, list(r.argv), dict(r.env or {}), r.cwd,
                                 r.slots, r.state, r.created_at, r.exit_code, r.signal, r.pid, r.stop, r.stop_reason,
                                 r.ended_at, list(r.stdout or []), list(r.stderr or []))
                     for r in c.execute(select(ActivityRow))]
             last_event = c.execute(select(func.max(EventRow.id))).scalar() or 0
             meta = {r.key: r.value for r in c.execute(select(MetaRow))}
-        self._fences = {(str(k[0]), k[1]): n for k, n in fences}
+        self._fences = {(str(k[0]), k[1]): f for k, f in fences}
         return Snapshot(plan.version, plan.text, plan.applied_by, plan.applied_at, clients, hosts, allocs, holdings,
                         fences, acts, last_event + 1, int(meta.get("max_allocation", 0)),
                         int(meta.get("max_activity", 0)))
@@ -168,8 +170,9 @@ class StoreWriter:
             if b.fences != self._fences:
                 c.execute(delete(FenceRow))
                 if b.fences:
-                    c.execute(insert(FenceRow), [{"request": int(r), "host": h, "slots": n}
-                                                 for (r, h), n in b.fences.items()])
+                    c.execute(insert(FenceRow), [{"request": int(r), "host": h, "slots": n, "group": g, "pool": pool,
+                                                  "pooled": pooled}
+                                                 for (r, h), (n, g, pool, pooled) in b.fences.items()])
             if b.activities:
                 self._replace(c, ActivityRow, ActivityRow.id, list(b.activities),
                               [a.row() for a in b.activities.values()])

@@ -11,7 +11,12 @@ from apportion.service.store.models import Base
 
 config = context.config
 connection = config.attributes.get("connection")
-if connection is not None:
+if context.is_offline_mode():  # `apportion server upgrade --sql`: print the SQL, touch nothing
+    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=Base.metadata,
+                      literal_binds=True, render_as_batch=True)
+    with context.begin_transaction():
+        context.run_migrations()
+elif connection is not None:
     context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()

@@ -74,6 +74,9 @@ def upgrade() -> None:
     sa.Column('request', sa.Integer(), autoincrement=False, nullable=False),
     sa.Column('host', sa.String(length=200), nullable=False),
     sa.Column('slots', sa.Integer(), nullable=False),
+    sa.Column('group', sa.String(length=200), nullable=True),
+    sa.Column('pool', sa.String(length=400), nullable=True),
+    sa.Column('pooled', sa.Integer(), nullable=False),
     sa.PrimaryKeyConstraint('request', 'host')
     )
     op.create_table('holdings',
