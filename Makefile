@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine (see README.md):
-#   make demo   - install into .venv and run `apportion solve` on a shipped example
+#   make demo   - install into .venv and run the live service on SQLite (examples/service/demo.py)
 #   make test   - install into .venv and run the whole test suite
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 
 .PHONY: demo test
 demo: $(VENV)/.installed
-	$(VENV)/bin/apportion solve examples/01-ownership-and-lending.yaml
+	$(PY) examples/service/demo.py
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -n 2 -p no:cacheprovider
