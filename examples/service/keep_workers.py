@@ -158,19 +158,16 @@ class Manager:
         self.reconcile()
 
     def give_back(self, reclaim: dict[str, Any]) -> None:
-        """A reclaim: stop our newest workers on its host and release the host before the deadline.
-
-        A release gives back all the allocation holds on the host, so every
-        worker there stops, newest first; what is still due is granted again.
-        """
-        host = reclaim["host"]
+        """A reclaim: stop as many of our newest workers on its host as it asks for, and give
+        back exactly those slots before the deadline (the others keep running)."""
+        host, n = reclaim["host"], int(reclaim["slots"])
         key = (host, float(reclaim.get("deadline") or 0))
         if key in self.handled_reclaims:
             return
-        self.stop(self.workers()[0].get(host, []), f"reclaimed for {reclaim.get('for')}")
-        self.api.release(self.alloc_id, [host])
+        self.stop(self.workers()[0].get(host, [])[-n:] if n else [], f"reclaimed for {reclaim.get('for')}")
+        self.api.release(self.alloc_id, slots={host: n})
         self.handled_reclaims.add(key)
-        say(f"released {host}")
+        say(f"released {n} slot(s) on {host}")
 
     def run(self, after: int, stopping: threading.Event) -> None:
         """React to each event; a call that fails (say, during a failover) is tried again

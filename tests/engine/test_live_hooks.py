@@ -115,3 +115,19 @@ def test_restore_from_the_journal_gives_the_same_next_decisions(arrivals, steps)
     for k in range(steps):
         t += 3
         assert fresh.cycle(t) == e.cycle(t)
+
+
+def test_release_some_slots_gives_back_the_reclaimed_ones_first():
+    e = engine()
+    e.submit(Request("b", "/Apps/batch", max=8))
+    e.cycle(0)
+    e.submit(Request("w", "/Apps/web", max=8))
+    d = e.cycle(1)
+    host = d.reclaims[0].host
+    marked = sum(r.slots for r in d.reclaims if r.host == host)
+    before = held(e, "b")[host]
+    assert e.release_hosts("b", (), slots={host: marked}) == marked
+    assert held(e, "b").get(host, 0) == before - marked
+    # what was given back is what was being reclaimed: nothing there is marked any more
+    assert not [a for a in e.state.requests["b"].allocs.values() if a.host == host and a.reclaim is not None]
+    assert e.state.requests["b"].max == 8  # the demand stays

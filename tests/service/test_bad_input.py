@@ -131,3 +131,17 @@ def test_a_good_plan_is_versioned_with_who_applied_it(world):
         assert c.get(f"/v1/allocations/{aid}").json()["held"] == 1
         assert any(x["consumer"] == "/C" for x in c.get("/v1/consumers").json()["consumers"])
 
+
+
+def test_release_some_slots_of_a_host(world):
+    m, client, _ = world
+    with m.http() as c:
+        aid = c.post("/v1/allocations", json={"client": client, "consumer": "/A", "max": 1}).json()["id"]
+        wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 1, 20, "granted")
+        r = c.post(f"/v1/allocations/{aid}/release", json={"slots": {"h1": 2}})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "slots"]
+        r = c.post(f"/v1/allocations/{aid}/release", json={"slots": {"h1": 1}, "blocked": True})
+        assert r.status_code == 200, r.text
+        after = r.json()
+        assert after["held"] == 0 and after["max"] == 1 and after["blocked"] == ["h1"]
+        c.delete(f"/v1/allocations/{aid}")

@@ -115,11 +115,15 @@ class Endpoints:
         """New ``min`` and/or ``max``: -> the master's answer (dict)."""
         return self._send(Call("PATCH", f"/v1/allocations/{int(allocation)}", json=_drop_none(min=min, max=max)))
 
-    def release(self, allocation: int, hosts: Sequence[str] | None = None, *, blocked: bool = False) -> Any:
-        """Give back all of an allocation's slots, or those on ``hosts``; ``blocked``: never those hosts again."""
+    def release(self, allocation: int, hosts: Sequence[str] | None = None, *, blocked: bool = False,
+                slots: dict[str, int] | None = None) -> Any:
+        """Give back all of an allocation's slots, or those on ``hosts``, or ``slots[HOST]`` slots
+        on each host named (those being reclaimed first); ``blocked``: never those hosts again."""
         body: dict[str, Any] = {"blocked": blocked} if blocked else {}
         if hosts is not None:
             body["hosts"] = list(hosts)
+        if slots:
+            body["slots"] = dict(slots)
         return self._send(Call("POST", f"/v1/allocations/{int(allocation)}/release", json=body))
 
     def delete(self, allocation: int) -> Any:

@@ -7,7 +7,7 @@ and the tests all drive this same class.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from apportion.engine.cycle import Cycle
@@ -67,20 +67,31 @@ class Engine:
         """The client is done: every slot of the request goes back."""
         self.state.close_request(request_id)
 
-    def release_hosts(self, request_id: str, hosts: Iterable[str], block: bool = False) -> int:
-        """The client gives back what the request holds on ``hosts`` (its max stays: it
-        may be granted elsewhere). ``block``: those hosts never serve it again.
-        Returns the slots given back."""
+    def release_hosts(self, request_id: str, hosts: Iterable[str], block: bool = False,
+                      slots: Mapping[str, int] | None = None) -> int:
+        """The client gives back what the request holds on ``hosts``, or ``slots[host]``
+        slots of it on each host named there: those being reclaimed first, then the
+        newest. Its max stays: it may be granted elsewhere. ``block``: those hosts never
+        serve it again. Returns the slots given back."""
         rs = self.state.requests[request_id]
-        names = set(hosts)
+        counts = dict(slots or {})
+        names = set(hosts) | set(counts)
         if block:
             blocked = frozenset(names) | getattr(rs.spec.requirement, "blocked", frozenset())
             rs.spec = replace(rs.spec, requirement=_Blocked(blocked, rs.spec.requirement))
-        gone = [a for a in rs.allocs.values() if a.host in names]
-        for a in gone:
-            self.state.remove(a)
+        given = 0
+        for a in sorted((a for a in rs.allocs.values() if a.host in names),
+                        key=lambda a: (a.reclaim is None, -a.id)):
+            want = counts.get(a.host, a.slots)
+            if want <= 0:
+                continue
+            take = min(want, a.slots)
+            self.state.release(a, take)
+            if a.host in counts:
+                counts[a.host] -= take
+            given += take
         self.state.touch()
-        return sum(a.slots for a in gone)
+        return given
 
     def restore(self, request: Request, held: Iterable[tuple[int, str, str, int, str, PendingReclaim | None]],
                 blocked: Iterable[str] = ()) -> None:

@@ -509,11 +509,22 @@ class Master:
             return a
         return run
 
-    def op_release(self, aid: int, hosts: list[str] | None, blocked: bool
-                   ) -> Callable[[Batch, float], AllocationPub]:
+    def op_release(self, aid: int, hosts: list[str] | None, blocked: bool,
+                   slots: dict[str, int] | None = None) -> Callable[[Batch, float], AllocationPub]:
         def run(batch: Batch, now: float) -> AllocationPub:
             a = self._alloc(aid)
-            if hosts is None:
+            if slots:
+                for host, n in slots.items():
+                    held = self.engine.state.held_on(str(aid), host)
+                    if n > held:
+                        raise ApiError(422, f"slots: allocation {aid} holds {held} on {host}, not {n}")
+                    if n % a.order:
+                        raise ApiError(422, f"slots: {n} on {host} is not whole instances of {a.order}")
+            if hosts is None and slots:
+                self.engine.release_hosts(str(aid), (), block=blocked, slots=slots)
+                if blocked:
+                    a.blocked = sorted(set(a.blocked) | set(slots))
+            elif hosts is None:
                 # all of it: every slot goes back and the demand ends (min = max = 0);
                 # the allocation stays until deleted, and PATCH may ask again
                 self.engine.change(str(aid), min=0, max=0)
@@ -522,9 +533,9 @@ class Master:
                 unknown = [h for h in hosts if h not in self.hosts and h not in self.engine.state.hosts]
                 if unknown:
                     raise ApiError(422, f"hosts: unknown host {unknown[0]}")
-                self.engine.release_hosts(str(aid), hosts, block=blocked)
+                self.engine.release_hosts(str(aid), hosts, block=blocked, slots=slots)
                 if blocked:
-                    a.blocked = sorted(set(a.blocked) | set(hosts))
+                    a.blocked = sorted(set(a.blocked) | set(hosts) | set(slots or ()))
             batch.allocations[aid] = a
             return a
         return run

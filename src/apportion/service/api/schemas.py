@@ -40,6 +40,8 @@ class AllocationChange(_In):
 
 class ReleaseIn(_In):
     hosts: Annotated[list[HostName], Field(min_length=1, max_length=10_000)] | None = None
+    slots: Annotated[dict[HostName, Annotated[int, Field(ge=1, le=1_000_000)]],
+                     Field(min_length=1, max_length=10_000)] | None = None
     blocked: bool = False
 
 

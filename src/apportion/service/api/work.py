@@ -99,7 +99,7 @@ async def release_allocation(aid: int, body: ReleaseIn | None = None, c: Caller 
     p, m = c.p, c.m
     _alloc(m, p, aid)
     body = body or ReleaseIn()
-    a = await run(m, m.op_release(aid, body.hosts, body.blocked))
+    a = await run(m, m.op_release(aid, body.hosts, body.blocked, body.slots))
     return a.json()
 
 
