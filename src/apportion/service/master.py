@@ -586,11 +586,15 @@ class Master:
             return act
         return run
 
+    def _host(self, name: str) -> HostPub:
+        h = self.hosts.get(name)
+        if h is None:
+            raise ApiError(404, f"no host {name}")
+        return h
+
     def op_close_host(self, name: str, reclaim: bool) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
-            h = self.hosts.get(name)
-            if h is None:
-                raise ApiError(404, f"no host {name}")
+            h = self._host(name)
             h.closed = True
             batch.hosts[name] = h
             if h.state == "ok":
@@ -605,9 +609,7 @@ class Master:
 
     def op_open_host(self, name: str) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
-            h = self.hosts.get(name)
-            if h is None:
-                raise ApiError(404, f"no host {name}")
+            h = self._host(name)
             h.closed = False
             batch.hosts[name] = h
             if h.state == "closed":
