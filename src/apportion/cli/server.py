@@ -94,7 +94,8 @@ def server(
     engine = make_engine(url)
     upgrade(engine)
     writer = StoreWriter(engine)
-    if plan is not None:
+    in_force = writer.plan_in_force()
+    if plan is not None and (in_force is None or in_force.text != plan.read_text(encoding="utf-8")):
         text = plan.read_text(encoding="utf-8")
         try:  # checked whole, with the hosts the store knows, before it is put in force
             liveplan.compile_live(liveplan.parse(text, str(plan)), writer.reported_hosts())
@@ -104,7 +105,7 @@ def server(
                 typer.echo(str(p), err=True)
             raise typer.Exit(2) from None
         writer.put_first_plan(text, f"apportion server --plan {plan}")
-    elif writer.plan_in_force() is None:
+    elif in_force is None:
         typer.echo("the store holds no plan yet: start the server with --plan PLAN", err=True)
         raise typer.Exit(2)
     scheme = "https" if tls else "http"

@@ -183,6 +183,7 @@ class ClusterState:
         self.chain = {c: tuple(p for p in (c,) + up if p in capped) for c, up in self.ancestors.items()}
         self._group_plans: dict[str, GroupPlan] = {}
         self._memo: dict[tuple, object] = {}
+        self._groups_of: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # (group, pool owner) -> the last division of that pool and its inputs (Cycle._division)
         self.divisions: dict[tuple[str, str], tuple] = {}
         # (leaf, group) -> epoch: the leaf could not place slots it had room for; it
@@ -347,6 +348,14 @@ class ClusterState:
 
     # -- requests -----------------------------------------------------------
     def groups_of(self, req: Request) -> tuple[str, ...]:
+        """The groups ``req`` may use, in order (fixed by the plan: kept per consumer and ask)."""
+        key = (req.consumer, req.groups)
+        got = self._groups_of.get(key)
+        if got is None:
+            got = self._groups_of[key] = self._work_out_groups(req)
+        return got
+
+    def _work_out_groups(self, req: Request) -> tuple[str, ...]:
         planned = self.consumers[req.consumer].groups
         if req.groups:
             return tuple(g for g in req.groups if g in planned and g in self.groups)

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from apportion.engine.model import Plan
 from apportion.plan import PlanError, Problem, compile_plan, expand_hosts
 from apportion.plan.positions import parse_yaml
@@ -36,9 +38,14 @@ class ParsedPlan:
     positions: Mapping[Any, int]
 
 
-def parse(text: str, source: str = "<plan>") -> ParsedPlan:
+def parse(text: str, source: str = "<plan>", positions: bool = True) -> ParsedPlan:
     """The plan's text (YAML, or JSON, which YAML reads too) parsed, with the line of
-    every field; PlanError when it is not a mapping of plan sections."""
+    every field (``positions=False``: without, for a plan already checked, as the one in
+    force at a restart); PlanError when it is not a mapping of plan sections."""
+    if not positions:
+        data = _plain(text)
+        if isinstance(data, Mapping):
+            return ParsedPlan(text, source, data, {})
     try:
         doc = parse_yaml(text, source)
         json.dumps(doc.data, ensure_ascii=False, default=str).encode("utf-8")
@@ -51,6 +58,17 @@ def parse(text: str, source: str = "<plan>") -> ParsedPlan:
         raise PlanError([Problem(source, 1, "plan", "must be a mapping of plan sections "
                                  "(hosts, resource_groups, policy, consumers)")])
     return ParsedPlan(text, source, doc.data, doc.positions)
+
+
+def _plain(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        try:
+            return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        except yaml.YAMLError:
+            return None
 
 
 def _names(pattern: object) -> list[str]:

@@ -87,7 +87,7 @@ class Master:
         self.plan_text = snapshot.plan_text
         self.plan_by = snapshot.plan_by
         self.plan_at = snapshot.plan_at
-        self.parsed = liveplan.parse(snapshot.plan_text, "<plan in force>")
+        self.parsed = liveplan.parse(snapshot.plan_text, "<plan in force>", positions=False)
         self.clients: dict[int, ClientPub] = {c.id: c for c in snapshot.clients}
         self.client_names: dict[str, int] = {c.name: c.id for c in snapshot.clients}
         self.hosts: dict[str, HostPub] = {h.name: h for h in snapshot.hosts}
