@@ -1,0 +1,50 @@
+"""`apportion server init` and `apportion server` as an operator meets them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+
+import httpx
+
+from tests.service.live import CLI, Proc, free_port, wait_until
+
+PLAN = "resource_groups: [{name: all, select: 'select(slots > 0)'}]\nconsumers: [{path: /A}]\n"
+
+
+def test_init_writes_an_admin_token_only_its_owner_can_read(tmp_path):
+    token_file = tmp_path / "admin.token"
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    r = subprocess.run([*CLI, "server", "init", "--db", db, "--token-file", str(token_file)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+    token = token_file.read_text().strip()
+    assert token.startswith("apt_") and len(token) > 40
+    assert token not in r.stdout + r.stderr  # shown once: in the file, not on the terminal
+
+
+def test_listening_beyond_loopback_without_tls_is_said_loudly(tmp_path):
+    (tmp_path / "plan.yaml").write_text(PLAN)
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    port = free_port()
+    p = Proc([*CLI, "server", "--plan", str(tmp_path / "plan.yaml"), "--db", db, "--listen", f"0.0.0.0:{port}"],
+             tmp_path / "server.log")
+    p.start()
+    try:
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200, 30, "ready")
+        out = p.output()
+        assert "WARNING" in out and "WITHOUT TLS" in out and "--ssl-certfile" in out
+    finally:
+        p.kill(signal.SIGTERM)
+
+
+def test_a_bad_plan_at_start_is_refused_with_its_lines(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("consumers:\n  - {path: /A, share_ratio: -1}\n")
+    r = subprocess.run([*CLI, "server", "--plan", str(bad), "--db", f"sqlite:///{tmp_path / 'a.db'}",
+                        "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "bad.yaml:2" in r.stderr and "share_ratio" in r.stderr
