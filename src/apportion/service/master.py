@@ -170,7 +170,7 @@ class Master:
             if name in s.hosts and s.hosts[name].state.value != h.state:
                 self.engine.set_host_state(name, HostState(h.state))
         s.changed = set()
-        self._publish_holdings_full()
+        self._publish_holdings_full([(a.id, self._holding(a)) for a in self.engine.state.allocs.values()])
         # a restart gives every host a fresh chance to heartbeat before it is declared down
         now = time.time()
         for h in self.hosts.values():
@@ -320,13 +320,14 @@ class Master:
         batch.wake_hosts.add(a.host)
 
     # -- publishing -------------------------------------------------------------------
-    def _publish_holdings_full(self) -> None:
+    def _publish_holdings_full(self, holdings: list[tuple[int, HoldingPub]]) -> None:
+        """Every holding anew (at start, and after the engine's state was rebuilt)."""
         self.holdings = {}
         for a in self.allocations.values():
             a.hosts, a.reclaiming, a.held = {}, {}, 0
         self.host_used = {}
-        for x in self.engine.state.allocs.values():
-            self._put_holding(x.id, self._holding(x))
+        for hid, h in holdings:
+            self._put_holding(hid, h)
 
     def _put_holding(self, hid: int, h: HoldingPub | None) -> None:
         old = self.holdings.pop(hid, None)
@@ -355,12 +356,7 @@ class Master:
         if batch.plan is not None:
             self.plan_version, self.plan_text, self.plan_by, self.plan_at = batch.plan
         if batch.holdings_full is not None:
-            self.holdings = {}
-            for a in self.allocations.values():
-                a.hosts, a.reclaiming, a.held = {}, {}, 0
-            self.host_used = {}
-            for hid, h in batch.holdings_full:
-                self._put_holding(hid, h)
+            self._publish_holdings_full(batch.holdings_full)
         for hid, h in batch.holdings.items():
             self._put_holding(hid, h)
         self.fences = batch.fences
