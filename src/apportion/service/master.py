@@ -227,7 +227,10 @@ class Master:
         self._enforce_fences(batch)
         self._holdings_into(batch)
         try:
-            await asyncio.to_thread(self.writer.commit, batch)
+            # on this thread, not a worker's: from the first change of this step to its
+            # publication nothing else runs, so no answer and no agent command can show a
+            # change the store does not hold yet
+            self.writer.commit(batch)
         except Exception:  # noqa: BLE001 - the store refused: the engine is ahead of it
             log.exception("commit failed: the master stops; a restart rebuilds from the store")
             os._exit(70)
