@@ -1,9 +1,9 @@
 """What the master has committed, as the API reads it.
 
-The master task is the only writer: it changes these records only after the
-store has committed the change, so nothing the API answers was not stored. API
-handlers only read them (they run on the same event loop, between the task's
-steps, so they never see a half-applied batch).
+The master's task is the only writer. It changes these records only inside a step,
+and a step runs without yielding to the event loop from its first change to its
+commit and publication, so an API handler (they share the loop) never sees a change
+that the store does not hold.
 """
 
 from __future__ import annotations
