@@ -134,8 +134,9 @@ def test_keeps_running_across_a_master_restart(agents: Agents, tmp_path: Path) -
         wait_until(lambda: state_of(first, "h1", 1) == "running", what="activity 1 running")
         pid = first.report("h1", 1)["pid"]
     # The master is gone (the agent's long poll breaks) and comes back on the same port.
-    with FakeMaster(port=port) as second:
-        second.known.add(1)
+    second = FakeMaster(port=port)
+    second.known.add(1)  # before it listens: the agent may register at once
+    with second:
         wait_until(lambda: second.registers, what="a register with the new master")
         assert second.registers[0][1]["activities"] == [{"id": 1, "pid": pid}]
         wait_until(lambda: state_of(second, "h1", 1) == "running", what="activity 1 reported again")
