@@ -369,6 +369,7 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
     procs: list[Proc] = []
     masters: Masters | None = None
     keep = spec.keep
+    revision = source_revision()  # the code the processes start from
 
     def stop_all() -> None:
         for p in procs:
@@ -508,7 +509,7 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
             targets = TARGETS[spec.db]
             out = {
                 "spec": asdict(spec),
-                "revision": source_revision(),
+                "revision": revision,
                 "window_s": spec.seconds,
                 **figures,
                 "cpu": {"master_s": cpu.get("master", 0.0), "agents_s": cpu.get("agents", 0.0),
@@ -710,6 +711,7 @@ def run_scale(spec: ScaleSpec, progress: Callable[[str], None] | None = None) ->
     import psutil
 
     say = progress or (lambda _m: None)
+    revision = source_revision()
     workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-scale-"))
     masters: Masters | None = None
     try:
@@ -755,7 +757,7 @@ def run_scale(spec: ScaleSpec, progress: Callable[[str], None] | None = None) ->
             median_ready = statistics.median(r["ready_s"] for r in restarts)
             return {
                 "spec": asdict(spec),
-                "revision": source_revision(),
+                "revision": revision,
                 "first_start_s": first_ready,
                 "fill": fill,
                 "held_slots": granted,
