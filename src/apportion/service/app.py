@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -81,6 +82,12 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
                 snapshot = await asyncio.to_thread(writer.load)
                 m = Master(writer, snapshot, config.settings)
                 m.observers.append(metrics.observe)
+                # What recovery built lives as long as the master: out of the collector's
+                # reach (gc.freeze), and young objects collected less often, so a full
+                # collection does not walk the whole engine again and again (latency tails)
+                gc.collect()
+                gc.freeze()
+                gc.set_threshold(50_000, 20, 100)
                 app.state.master = m
                 await m.run()
             except SystemExit as e:

@@ -36,7 +36,7 @@ from apportion.service.published import (
 from apportion.service.store.writer import Batch, Snapshot, StoreWriter
 
 log = logging.getLogger("apportion.master")
-RECENT_EVENTS = 5_000  # per client, kept in memory; older ones are read from the store
+RECENT_EVENTS = 500  # per client, kept in memory (up to twice that); older ones are read from the store
 
 
 class ApiError(Exception):
@@ -257,6 +257,12 @@ class Master:
             self._event(batch, a.client, {"type": kind, "allocation": a.id, **fields})
 
     def _record(self, d: Decisions, batch: Batch) -> None:
+        """The cycle's decisions as events, in the order they took effect: what was lost
+        and taken first, then what was granted (so no client ever reads more than it holds)."""
+        self._removals(d.lost, batch, "lost")
+        self._removals(d.removals, batch, "removed")
+        for r in d.cancelled:
+            self._alloc_event(batch, r.request, "reclaim_cancelled", host=r.host, slots=r.slots)
         granted: dict[tuple[str, str], int] = {}
         for g in d.grants:
             granted[(g.request, g.host)] = granted.get((g.request, g.host), 0) + g.slots
@@ -265,10 +271,6 @@ class Master:
         for r in d.reclaims:
             self._alloc_event(batch, r.request, "reclaim", host=r.host, slots=r.slots, deadline=r.deadline,
                               **{"for": r.beneficiary, "reason": r.reason})
-        for r in d.cancelled:
-            self._alloc_event(batch, r.request, "reclaim_cancelled", host=r.host, slots=r.slots)
-        self._removals(d.removals, batch, "removed")
-        self._removals(d.lost, batch, "lost")
         batch.decisions = d
 
     def _removals(self, removals: list[Removal], batch: Batch, kind: str) -> None:

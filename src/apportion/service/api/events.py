@@ -37,14 +37,21 @@ async def since(m: Master, client: int, after: int, limit: int = 1000) -> list[d
     return await asyncio.to_thread(m.writer.events_after, client, after, limit)
 
 
-async def wait_for(m: Master, client: int, timeout: float) -> None:
+def waiter(m: Master, client: int) -> asyncio.Event:
+    """What the master sets when it publishes events of ``client``. Taken *before* looking
+    for events: one published between the look and the wait still wakes the wait."""
     w = m.event_waiters.get(client)
     if w is None:
         w = m.event_waiters[client] = asyncio.Event()
+    return w
+
+
+async def woken(w: asyncio.Event, timeout: float) -> bool:
     try:
         await asyncio.wait_for(w.wait(), timeout)
     except TimeoutError:
-        pass
+        return False
+    return True
 
 
 def _client(m: Master, p: Principal, client_id: int) -> None:
@@ -67,9 +74,10 @@ async def client_events(request: Request, client_id: int,
     sse = "text/event-stream" in (accept or "") or (after is None and wait is None)
     if not sse:
         start = after or 0
+        w = waiter(m, client_id)
         got = await since(m, client_id, start)
         if not got and wait:
-            await wait_for(m, client_id, wait)
+            await woken(w, wait)
             got = await since(m, client_id, start)
         return answer({"events": got, "last": got[-1]["id"] if got else start})
     try:
@@ -80,10 +88,11 @@ async def client_events(request: Request, client_id: int,
     async def stream() -> AsyncIterator[bytes]:
         last = start
         while True:  # Starlette ends the stream when the client goes away
+            w = waiter(m, client_id)
             got = await since(m, client_id, last)
             if not got:
-                yield b": keepalive\n\n"
-                await wait_for(m, client_id, KEEPALIVE)
+                if not await woken(w, KEEPALIVE):
+                    yield b": keepalive\n\n"
                 continue
             chunk = []
             for e in got:
