@@ -79,15 +79,20 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
             try:
                 await lead.acquire(role, config.url)
                 tasks.append(asyncio.create_task(lead.watch()))
-                snapshot = await asyncio.to_thread(writer.load)
-                m = Master(writer, snapshot, config.settings)
+                # Recovery makes a few hundred thousand objects that live as long as the
+                # master and no reference cycles to speak of: the collector is paused while
+                # it runs, then they are put out of its reach (gc.freeze), and young objects
+                # are collected less often, so no full collection walks the whole engine
+                # again and again (restart time, latency tails)
+                gc.disable()
+                try:
+                    snapshot = await asyncio.to_thread(writer.load)
+                    m = Master(writer, snapshot, config.settings)
+                finally:
+                    gc.freeze()
+                    gc.set_threshold(50_000, 20, 100)
+                    gc.enable()
                 m.observers.append(metrics.observe)
-                # What recovery built lives as long as the master: out of the collector's
-                # reach (gc.freeze), and young objects collected less often, so a full
-                # collection does not walk the whole engine again and again (latency tails)
-                gc.collect()
-                gc.freeze()
-                gc.set_threshold(50_000, 20, 100)
                 app.state.master = m
                 await m.run()
             except SystemExit as e:
