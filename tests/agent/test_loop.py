@@ -105,7 +105,7 @@ def test_restart_reconciles(master: FakeMaster, agents: Agents, tmp_path: Path) 
     master.known.discard(1)  # the master has no record of activity 1: it will say stop
 
     agents.start(master.url, "h1", tmp_path / "w")
-    wait_until(lambda: len(master.registers) == 2, what="the second register")
+    wait_until(lambda: len(master.registers) >= 2, what="the second register")
     assert master.registers[1][1]["activities"] == [{"id": 1, "pid": pids[1]}, {"id": 2, "pid": pids[2]}]
     wait_until(lambda: state_of(master, "h1", 1) == "killed", what="activity 1 stopped")
     wait_until(lambda: not psutil.pid_exists(pids[1]) or psutil.Process(pids[1]).status() == "zombie",
@@ -123,7 +123,7 @@ def test_follows_the_leader_and_registers_again(master: FakeMaster, agents: Agen
         wait_until(lambda: master.heartbeats >= 2, what="heartbeats to the leader")
         assert standby.registers == []
     master.forget_hosts()  # a master that answers 404: the agent registers again
-    wait_until(lambda: len(master.registers) == 2, what="a second register")
+    wait_until(lambda: len(master.registers) >= 2, what="a second register")
 
 
 def test_keeps_running_across_a_master_restart(agents: Agents, tmp_path: Path) -> None:
