@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from apportion.bench.service_bench import wait_for_state
 
 TAG = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # in the environment of every agent (and its processes) started here
 PG_ADMIN = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
@@ -36,19 +37,8 @@ def free_port() -> int:
 
 def wait_until(check: Callable[[], Any], timeout: float = 20.0, what: str = "the expected state",
                every: float = 0.05) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
-        try:
-            last = check()
-        except (httpx.HTTPError, OSError) as e:
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(every)
-    raise AssertionError(f"waited {timeout} s for {what}; last saw {last!r}")
+    """Poll ``check`` until it returns something truthy; fail the test after ``timeout`` seconds."""
+    return wait_for_state(check, timeout, what, every, error=AssertionError)
 
 
 @dataclass

@@ -163,7 +163,11 @@ class Proc:
             return ""
 
 
-def _wait(check: Callable[[], Any], timeout: float, what: str, every: float = 0.02) -> Any:
+def wait_for_state(check: Callable[[], Any], timeout: float, what: str, every: float = 0.02,
+                   error: type[Exception] = RuntimeError) -> Any:
+    """Poll ``check`` until it returns something truthy (HTTP and OS errors count as not
+    yet); raise ``error`` naming ``what`` and the last thing seen after ``timeout`` seconds.
+    The bench and the end-to-end tests wait for a state this way, never by sleeping."""
     end = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < end:
@@ -175,7 +179,7 @@ def _wait(check: Callable[[], Any], timeout: float, what: str, every: float = 0.
             if last:
                 return last
         time.sleep(every)
-    raise RuntimeError(f"waited {timeout:g} s for {what}; last saw {last!r}")
+    raise error(f"waited {timeout:g} s for {what}; last saw {last!r}")
 
 
 def _free_port() -> int:
@@ -267,7 +271,7 @@ class Masters:
         """Start master ``i``; seconds from process start to ``/readyz`` 200."""
         p = self.procs[i]
         p.start()
-        _wait(lambda: self.ready(i) or not p.alive, timeout, f"master {self.urls[i]} ready", every=0.01)
+        wait_for_state(lambda: self.ready(i) or not p.alive, timeout, f"master {self.urls[i]} ready", every=0.01)
         if not p.alive:
             raise RuntimeError(f"master {self.urls[i]} exited:\n{p.tail()}")
         return time.time() - p.started_at
@@ -390,7 +394,7 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
             masters.start(0)
             if spec.failover:
                 masters.procs[1].start()
-                _wait(lambda: masters.role(1) == "standby", 60, "the second master to stand by")
+                wait_for_state(lambda: masters.role(1) == "standby", 60, "the second master to stand by")
             urls = masters.urls
             token = masters.token
 
@@ -418,7 +422,7 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
                 r = httpx.get(leader + "/v1/hosts", headers={"Authorization": f"Bearer {token}"}, timeout=5)
                 return sum(1 for h in r.json()["hosts"] if h["state"] == "ok") >= spec.agents
 
-            _wait(hosts_up, 120, f"{spec.agents} hosts reported", every=0.2)
+            wait_for_state(hosts_up, 120, f"{spec.agents} hosts reported", every=0.2)
 
             # load
             names = [(f"bench-{i}", leaves(spec.consumers)[i % spec.consumers]) for i in range(spec.clients)]
@@ -568,7 +572,7 @@ def _failover(masters: Masters, say: Callable[[str], None]) -> dict[str, Any]:
     def serves() -> bool:
         return httpx.get(masters.urls[other] + "/v1/hosts", headers=headers, timeout=2).status_code == 200
 
-    _wait(serves, 60, "the standby to serve", every=0.01)
+    wait_for_state(serves, 60, "the standby to serve", every=0.01)
     return {"at_s": t_kill, "standby_serves_s": time.time() - t_kill, "killed": masters.urls[lead],
             "new_leader": masters.urls[other]}
 
@@ -735,7 +739,7 @@ def run_scale(spec: ScaleSpec, progress: Callable[[str], None] | None = None) ->
                 r = httpx.get(masters.urls[0] + "/v1/allocations", headers=headers, timeout=60)
                 return sum(a["held"] for a in r.json()["allocations"])
 
-            granted = _wait(lambda: (n := held()) >= spec.allocations and n, 300, "every allocation granted",
+            granted = wait_for_state(lambda: (n := held()) >= spec.allocations and n, 300, "every allocation granted",
                             every=0.5)
             proc = psutil.Process(masters.procs[0].pid)
             time.sleep(2.0)

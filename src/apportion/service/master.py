@@ -543,7 +543,7 @@ class Master:
 
     def op_delete(self, aid: int) -> Callable[[Batch, float], None]:
         def run(batch: Batch, now: float) -> None:
-            a = self._alloc(aid)
+            self._alloc(aid)  # 404 when there is none
             self.engine.release(str(aid))
             del self.allocations[aid]
             batch.deleted_allocations.append(aid)

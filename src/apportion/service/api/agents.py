@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from apportion.service.api.deps import answer, run
 from apportion.service.api.schemas import AgentHeartbeat, AgentRegister, HostName
 from apportion.service.auth import Caller, anyone, require_host
-from apportion.service.master import Master
+
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Depends, HTTPException, Request
 from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
-from apportion.service.master import ApiError, Master
+from apportion.service.master import ApiError
 
 router = APIRouter(prefix="/v1", tags=["cluster"])
 
@@ -19,7 +19,7 @@ _PLAN_BODY = Body(..., media_type="text/plain", description="The plan's text: YA
 
 @router.get("/hosts")
 async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
-    p, m = c.p, c.m
+    m = c.m
     return {"hosts": [{"name": h.name, "state": h.state, "slots": h.slots, "free": m.free_on(h.name),
                        "used": m.host_used.get(h.name, 0), "memory": h.memory, "os": h.os,
                        "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen}
@@ -29,7 +29,7 @@ async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
 @router.post("/hosts/{name}/close")
 async def close_host(name: HostName, body: HostClose | None = None, c: Caller = Depends(admin)) -> dict[str, Any]:
     """Take no new work; with ``reclaim``, also take back what runs there now."""
-    p, m = c.p, c.m
+    m = c.m
     if name not in m.hosts:
         raise HTTPException(404, f"no host {name}")
     h = await run(m, m.op_close_host(name, (body or HostClose()).reclaim))
@@ -38,7 +38,7 @@ async def close_host(name: HostName, body: HostClose | None = None, c: Caller = 
 
 @router.post("/hosts/{name}/open")
 async def open_host(name: HostName, c: Caller = Depends(admin)) -> dict[str, Any]:
-    p, m = c.p, c.m
+    m = c.m
     if name not in m.hosts:
         raise HTTPException(404, f"no host {name}")
     h = await run(m, m.op_open_host(name))
@@ -63,7 +63,7 @@ async def consumers(c: Caller = Depends(user)) -> dict[str, Any]:
 
 @router.get("/plan")
 async def get_plan(c: Caller = Depends(admin)) -> dict[str, Any]:
-    p, m = c.p, c.m
+    m = c.m
     return {"version": m.plan_version, "applied_by": m.plan_by, "applied_at": m.plan_at, "text": m.plan_text}
 
 
@@ -90,14 +90,14 @@ async def put_plan(request: Request, c: Caller = Depends(admin)) -> dict[str, An
                                                           "required": True}})
 async def diff_plan(request: Request, c: Caller = Depends(admin)) -> dict[str, Any]:
     """What the plan would reclaim and remove right now, run on a copy of the live state."""
-    p, m = c.p, c.m
+    m = c.m
     text = await _text(request)
     return await run(m, m.op_diff_plan(text))
 
 
 @router.post("/tokens", status_code=201)
 async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, Any]:
-    p, m = c.p, c.m
+    m = c.m
     if body.kind == "consumer":
         if body.consumer is None:
             raise ApiError(422, "consumer: a consumer token needs the consumer path it is scoped to")

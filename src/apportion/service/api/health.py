@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from apportion.service.api.deps import master, run
 from apportion.service.auth import Caller, admin
-from apportion.service.master import Master
+
 
 router = APIRouter(tags=["health"])
 
@@ -32,7 +32,7 @@ async def readyz(request: Request) -> dict[str, Any]:
 
 @router.get("/metrics")
 async def metrics(request: Request, c: Caller = Depends(admin)) -> Response:
-    p, m = c.p, c.m
+    m = c.m
     mt = request.app.state.metrics
     report = await run(m, m.op_report())
     mt.open_requests.set(len(m.allocations))
