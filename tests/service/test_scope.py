@@ -76,6 +76,8 @@ def endpoints(ids: dict) -> list[tuple[str, str, dict | str | None, set[str]]]:
         ("PUT", "/v1/plan", PLAN + "  - {path: /C}\n", {"admin"}),
         ("POST", "/v1/plan/diff", PLAN, {"admin"}),
         ("POST", "/v1/tokens", {"kind": "admin"}, {"admin"}),
+        ("GET", "/v1/tokens", None, {"admin"}),
+        ("DELETE", "/v1/tokens/1", None, {"admin"}),
         ("POST", "/v1/agents/h1/register", {"slots": 9}, {"admin", "agent h1"}),
         ("POST", "/v1/agents/h1/heartbeat", {"activities": [{"id": act, "state": "exited", "exit_code": 1}]},
          {"admin", "agent h1"}),
@@ -143,3 +145,20 @@ def test_tokens_are_stored_hashed(world):
     assert len(stored) >= 5
     for t in tok.values():
         assert t not in stored and all(t not in d for d in stored)
+
+
+def test_a_revoked_token_is_refused_at_once(world):
+    m, tok, ids = world
+    with m.http() as c:
+        made = c.post("/v1/tokens", json={"kind": "consumer", "consumer": "/A"}).json()
+        assert made["token"].startswith("apt_") and made["id"] >= 1
+        with m.http(made["token"]) as mine:
+            assert mine.get(f"/v1/allocations/{ids['aid']}").status_code == 200  # used, so cached
+        listed = c.get("/v1/tokens").json()["tokens"]
+        entry = next(t for t in listed if t["id"] == made["id"])
+        assert (entry["kind"], entry["consumer"]) == ("consumer", "/A")
+        assert all(made["token"] not in str(t) for t in listed) and all("digest" not in t for t in listed)
+        assert c.delete(f"/v1/tokens/{made['id']}").status_code == 204
+        assert c.delete(f"/v1/tokens/{made['id']}").status_code == 404
+        with m.http(made["token"]) as mine:
+            assert mine.get(f"/v1/allocations/{ids['aid']}").status_code == 401

@@ -48,3 +48,29 @@ def test_a_bad_plan_at_start_is_refused_with_its_lines(tmp_path):
                         "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "bad.yaml:2" in r.stderr and "share_ratio" in r.stderr
+
+
+def test_tokens_listed_and_revoked_from_the_cli(tmp_path):
+    import json
+
+    from tests.service.live import start_master
+
+    m = start_master(tmp_path / "m", PLAN)
+    env = {**os.environ, "APPORTION_MASTER": m.url, "APPORTION_TOKEN": m.token}
+    try:
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60, env=env)
+
+        made = json.loads(cli("token", "create", "--consumer", "/A", "--json").stdout)
+        listed = json.loads(cli("token", "list", "--json").stdout)["tokens"]
+        ids = {t["id"]: t for t in listed}
+        assert len(listed) == 2 and made["token"] not in cli("token", "list").stdout
+        tid = max(ids)
+        assert (ids[tid]["kind"], ids[tid]["consumer"]) == ("consumer", "/A")
+        r = cli("token", "revoke", str(tid), "--json")
+        assert r.returncode == 0 and json.loads(r.stdout) == {"id": tid, "revoked": True}
+        assert [t["id"] for t in json.loads(cli("token", "list", "--json").stdout)["tokens"]] == [min(ids)]
+        assert httpx.get(m.url + "/v1/hosts", headers={"Authorization": f"Bearer {made['token']}"}).status_code == 401
+        assert cli("token", "revoke", str(tid)).returncode != 0  # no such token any more
+    finally:
+        m.proc.kill()

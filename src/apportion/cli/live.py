@@ -491,6 +491,23 @@ def token_create(admin: Annotated[bool, typer.Option("--admin", help="An admin t
         print(token)
 
 
+@token_app.command("list")
+def token_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Every token's id, kind and scope (never the tokens themselves)."""
+    _run(master, token_file, json_out, lambda api: {"tokens": api.tokens()},
+         lambda v: out.print(_table(None, ("ID", "KIND", "SCOPE"),
+                                    ([t.get("id"), t.get("kind"), t.get("consumer") or t.get("host") or "-"]
+                                     for t in v["tokens"]))))
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id (apportion token list).")],
+                 master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Revoke a token: every call with it is refused from now on."""
+    _run(master, token_file, json_out, lambda api: (api.revoke_token(token_id), {"id": token_id, "revoked": True})[1],
+         _said(f"token {token_id}: revoked"))
+
+
 # --- registration ----------------------------------------------------------------------
 
 

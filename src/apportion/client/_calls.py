@@ -202,6 +202,14 @@ class Endpoints:
         return self._send(Call("POST", "/v1/tokens", json={"kind": kind, **_drop_none(consumer=consumer, host=host)},
                                pick=_key("token")))
 
+    def tokens(self) -> Any:
+        """Every token's id, kind and scope (admin only; never a token itself)."""
+        return self._send(Call("GET", "/v1/tokens", pick=_key("tokens")))
+
+    def revoke_token(self, token_id: int) -> Any:
+        """Revoke a token (admin only): every call with it is refused from now on."""
+        return self._send(Call("DELETE", f"/v1/tokens/{int(token_id)}"))
+
     def health(self) -> Any:
         """-> the master's ``/healthz`` answer."""
         return self._send(Call("GET", "/healthz"))

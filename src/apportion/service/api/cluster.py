@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response
 
 from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
 from apportion.service.master import ApiError
+from apportion.service.store.writer import digest
 
 router = APIRouter(prefix="/v1", tags=["cluster"])
 
@@ -105,6 +106,24 @@ async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, A
             raise ApiError(422, f"consumer: {body.consumer} is not a consumer of the plan in force")
     if body.kind == "agent" and body.host is None:
         raise ApiError(422, "host: an agent token needs the host it reports for")
-    token = await asyncio.to_thread(m.writer.create_token, body.kind, body.consumer if body.kind == "consumer"
-                                    else None, body.host if body.kind == "agent" else None)
-    return {"token": token, "kind": body.kind}
+    tid, token = await asyncio.to_thread(m.writer.make_token, body.kind, body.consumer if body.kind == "consumer"
+                                         else None, body.host if body.kind == "agent" else None)
+    return {"token": token, "id": tid, "kind": body.kind}
+
+
+@router.get("/tokens")
+async def list_tokens(c: Caller = Depends(admin)) -> dict[str, Any]:
+    """Every token's id, kind and scope; never a token or its digest."""
+    return {"tokens": await asyncio.to_thread(c.m.writer.tokens)}
+
+
+@router.delete("/tokens/{token_id}", status_code=204)
+async def revoke_token(request: Request, token_id: int, c: Caller = Depends(admin)) -> Response:
+    """Revoke a token: every call with it is refused (401) from now on."""
+    gone = await asyncio.to_thread(c.m.writer.revoke_token, token_id)
+    if gone is None:
+        raise HTTPException(404, f"no token {token_id}")
+    cache = request.app.state.token_cache
+    for token in [t for t in cache if digest(t) == gone]:
+        del cache[token]
+    return Response(status_code=204)

@@ -202,11 +202,26 @@ class StoreWriter:
             return [r.body for r in rows]
 
     def create_token(self, kind: str, consumer: str | None = None, host: str | None = None) -> str:
+        return self.make_token(kind, consumer, host)[1]
+
+    def make_token(self, kind: str, consumer: str | None = None, host: str | None = None) -> tuple[int, str]:
+        """A new token: (its id, the token). Only its digest is stored."""
         token = new_token()
         with self.engine.begin() as c:
-            c.execute(insert(TokenRow).values(digest=digest(token), kind=kind, consumer=consumer, host=host,
-                                              created_at=time.time()))
-        return token
+            tid = c.execute(insert(TokenRow).values(digest=digest(token), kind=kind, consumer=consumer, host=host,
+                                                    created_at=time.time()).returning(TokenRow.id)).scalar_one()
+        return tid, token
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Every token, without its secret (the digest is not shown either)."""
+        with self.engine.connect() as c:
+            return [{"id": r.id, "kind": r.kind, "consumer": r.consumer, "host": r.host, "created_at": r.created_at}
+                    for r in c.execute(select(TokenRow).order_by(TokenRow.id))]
+
+    def revoke_token(self, tid: int) -> str | None:
+        """Delete token ``tid``; its digest, to forget it in caches (None: no such token)."""
+        with self.engine.begin() as c:
+            return c.execute(delete(TokenRow).where(TokenRow.id == tid).returning(TokenRow.digest)).scalar()
 
     def token(self, token: str) -> TokenRow | None:
         with self.engine.connect() as c:
