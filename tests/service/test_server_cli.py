@@ -72,5 +72,7 @@ def test_tokens_listed_and_revoked_from_the_cli(tmp_path):
         assert [t["id"] for t in json.loads(cli("token", "list", "--json").stdout)["tokens"]] == [min(ids)]
         assert httpx.get(m.url + "/v1/hosts", headers={"Authorization": f"Bearer {made['token']}"}).status_code == 401
         assert cli("token", "revoke", str(tid)).returncode != 0  # no such token any more
+        last = cli("token", "revoke", str(min(ids)))  # the only admin token: kept
+        assert last.returncode != 0 and "last admin token" in last.stderr
     finally:
         m.proc.kill()

@@ -120,7 +120,10 @@ async def list_tokens(c: Caller = Depends(admin)) -> dict[str, Any]:
 @router.delete("/tokens/{token_id}", status_code=204)
 async def revoke_token(request: Request, token_id: int, c: Caller = Depends(admin)) -> Response:
     """Revoke a token: every call with it is refused (401) from now on."""
-    gone = await asyncio.to_thread(c.m.writer.revoke_token, token_id)
+    try:
+        gone = await asyncio.to_thread(c.m.writer.revoke_token, token_id)
+    except ValueError as e:
+        raise HTTPException(409, f"token {token_id}: {e}") from None
     if gone is None:
         raise HTTPException(404, f"no token {token_id}")
     cache = request.app.state.token_cache

@@ -219,8 +219,12 @@ class StoreWriter:
                     for r in c.execute(select(TokenRow).order_by(TokenRow.id))]
 
     def revoke_token(self, tid: int) -> str | None:
-        """Delete token ``tid``; its digest, to forget it in caches (None: no such token)."""
+        """Delete token ``tid``; its digest, to forget it in caches (None: no such token).
+        The last admin token stays (ValueError): without one nobody could make another."""
         with self.engine.begin() as c:
+            kind = c.execute(select(TokenRow.kind).where(TokenRow.id == tid)).scalar()
+            if kind == "admin" and c.execute(select(func.count()).where(TokenRow.kind == "admin")).scalar() <= 1:
+                raise ValueError("it is the last admin token: make another first")
             return c.execute(delete(TokenRow).where(TokenRow.id == tid).returning(TokenRow.digest)).scalar()
 
     def token(self, token: str) -> TokenRow | None:
