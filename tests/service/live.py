@@ -24,6 +24,7 @@ import pytest
 
 from apportion.bench.service_bench import wait_for_state
 
+SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]  # a process that runs until stopped
 TAG = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # in the environment of every agent (and its processes) started here
 PG_ADMIN = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
 CLI = [sys.executable, "-m", "apportion.cli"]
@@ -150,6 +151,29 @@ def reap() -> int:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return n
+
+
+def events(c: httpx.Client, client: int, after: int = 0) -> list[dict[str, Any]]:
+    """A client's stored events after ``after``, at once (the long poll with no wait)."""
+    return c.get(f"/v1/clients/{client}/events", params={"after": after, "wait": 0}).json()["events"]
+
+
+def granted(c: httpx.Client, name: str, consumer: str, max: int, **body: Any) -> tuple[int, int]:
+    """Register client ``name`` under ``consumer``, ask for ``max`` slots and wait until all are
+    granted: (client id, allocation id)."""
+    client = c.post("/v1/clients", json={"name": name, "consumer": consumer}).json()["id"]
+    aid = c.post("/v1/allocations", json={"client": client, "consumer": consumer, "max": max, **body}).json()["id"]
+    wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == max, 20, f"{consumer} granted {max}")
+    return client, aid
+
+
+def running(c: httpx.Client, aid: int, host: str, argv: list[str] | None = None) -> tuple[int, int]:
+    """Start an activity of allocation ``aid`` on ``host`` and wait until its agent runs it:
+    (activity id, pid)."""
+    act = c.post(f"/v1/allocations/{aid}/activities", json={"host": host, "argv": argv or SLEEPER}).json()["id"]
+    got = wait_until(lambda: (x := c.get(f"/v1/activities/{act}").json())["state"] == "running" and x, 20,
+                     f"activity {act} running")
+    return act, got["pid"]
 
 
 def host_state(m: Master, name: str) -> str | None:

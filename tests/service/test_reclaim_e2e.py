@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.service.live import start_agent, start_master, wait_until
+from tests.service.live import SLEEPER, events, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -25,11 +25,6 @@ consumers:
 IGNORES_TERM = [sys.executable, "-c",
                 "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
                 "while True: time.sleep(0.05)"]
-SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
-
-
-def events(c, client: int, after: int = 0) -> list[dict]:
-    return c.get(f"/v1/clients/{client}/events", params={"after": after, "wait": 0}).json()["events"]
 
 
 def test_reclaim_end_to_end(tmp_path, db_url):

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 
 import psutil
 
-from tests.service.live import host_state, start_agent, start_master, wait_until
+from tests.service.live import events, granted, host_state, running, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -20,11 +19,6 @@ consumers:
   - {path: /A, grace: 3}
   - {path: /B, grace: 3}
 """
-SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
-
-
-def all_events(c, client: int) -> list[dict]:
-    return c.get(f"/v1/clients/{client}/events", params={"after": 0, "wait": 0}).json()["events"]
 
 
 def test_master_sigkill_loses_nothing(tmp_path, db_url):
@@ -33,18 +27,14 @@ def test_master_sigkill_loses_nothing(tmp_path, db_url):
     try:
         with m.http() as c:
             wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
-            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
+            a, aid = granted(c, "appA", "/A", 4, group="all")
+            act, pid = running(c, aid, "h1")
             b = c.post("/v1/clients", json={"name": "appB", "consumer": "/B"}).json()["id"]
-            aid = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 4}).json()["id"]
-            wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 4, 20, "A granted 4")
-            act = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": SLEEPER}).json()["id"]
-            wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20, "A's process")
-            pid = c.get(f"/v1/activities/{act}").json()["pid"]
             bid = c.post("/v1/allocations", json={"client": b, "consumer": "/B", "group": "all", "max": 2}).json()["id"]
             before = wait_until(lambda: (x := c.get(f"/v1/allocations/{aid}").json())["reclaiming"] and x, 20,
                                 "a pending reclaim on A")
             deadline = before["reclaiming"][0]["deadline"]
-            events_a, events_b = all_events(c, a), all_events(c, b)
+            events_a, events_b = events(c, a), events(c, b)
 
         m.proc.kill(signal.SIGKILL)  # not stopped cleanly
         m.proc.start()
@@ -57,16 +47,16 @@ def test_master_sigkill_loses_nothing(tmp_path, db_url):
                 assert after == before
             assert c.get(f"/v1/allocations/{bid}").json()["consumer"] == "/B"
             # the stored events are the same events, with the same ids
-            assert all_events(c, a)[:len(events_a)] == events_a
-            assert all_events(c, b)[:len(events_b)] == events_b
+            assert events(c, a)[:len(events_a)] == events_a
+            assert events(c, b)[:len(events_b)] == events_b
             # the process runs on: the agent kept it and the master recovered it
             assert c.get(f"/v1/activities/{act}").json()["state"] == "running"
             assert psutil.pid_exists(pid)
             # the reclaim is enforced at its deadline, not a grace period later
-            removed = wait_until(lambda: [e for e in all_events(c, a) if e["type"] == "removed"], 20, "removal")[0]
+            removed = wait_until(lambda: [e for e in events(c, a) if e["type"] == "removed"], 20, "removal")[0]
             assert deadline <= removed["at"] <= deadline + 3.0, (removed, deadline)
             wait_until(lambda: c.get(f"/v1/allocations/{bid}").json()["held"] == 2, 20, "B granted 2")
-            ids = [e["id"] for e in all_events(c, a) + all_events(c, b)]
+            ids = [e["id"] for e in events(c, a) + events(c, b)]
             assert len(ids) == len(set(ids)), "an event id was given twice"
             used = {h["name"]: h["used"] for h in c.get("/v1/hosts").json()["hosts"]}
             assert used == {"h1": 4}
@@ -81,16 +71,12 @@ def test_host_down_and_back(tmp_path):
     try:
         with m.http() as c:
             wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
-            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
-            aid = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 2}).json()["id"]
-            wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 2, 20, "A granted 2")
-            act = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": SLEEPER}).json()["id"]
-            wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20, "A's process")
-            pid = c.get(f"/v1/activities/{act}").json()["pid"]
+            a, aid = granted(c, "appA", "/A", 2, group="all")
+            act, pid = running(c, aid, "h1")
 
             agent.kill(signal.SIGKILL)  # the host goes silent: 3 missed heartbeats later it is down
             wait_until(lambda: host_state(m, "h1") == "down", 20, "h1 down")
-            lost = [e for e in all_events(c, a) if e["type"] == "lost"]
+            lost = [e for e in events(c, a) if e["type"] == "lost"]
             assert lost and sum(e["slots"] for e in lost) == 2 and lost[0]["host"] == "h1"
             assert c.get(f"/v1/allocations/{aid}").json()["held"] == 0
             assert c.get(f"/v1/activities/{act}").json()["state"] == "lost"
@@ -114,14 +100,8 @@ def test_agent_restart_reconciles(tmp_path):
     try:
         with m.http() as c:
             wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
-            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
-            aid = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 3}).json()["id"]
-            wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 3, 20, "A granted 3")
-            acts = [c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": SLEEPER}).json()["id"]
-                    for _ in range(3)]
-            for x in acts:
-                wait_until(lambda x=x: c.get(f"/v1/activities/{x}").json()["state"] == "running", 20, "running")
-            pids = [c.get(f"/v1/activities/{x}").json()["pid"] for x in acts]
+            a, aid = granted(c, "appA", "/A", 3, group="all")
+            acts, pids = zip(*(running(c, aid, "h1") for _ in range(3)))
 
             agent.kill(signal.SIGKILL)
             os.kill(pids[1], signal.SIGKILL)  # this one dies while its agent is away
@@ -137,7 +117,7 @@ def test_agent_restart_reconciles(tmp_path):
             assert c.get(f"/v1/activities/{acts[0]}").json()["state"] == "running"
             assert psutil.pid_exists(pids[0])
             assert host_state(m, "h1") == "ok"
-            assert not [e for e in all_events(c, a) if e["type"] == "lost"]
+            assert not [e for e in events(c, a) if e["type"] == "lost"]
     finally:
         agent.kill()
         m.proc.kill()

@@ -3,12 +3,11 @@ gets 403 (no token: 401), and nothing changes."""
 
 from __future__ import annotations
 
-import sys
 
 import httpx
 import pytest
 
-from tests.service.live import host_state, start_agent, start_master, wait_until
+from tests.service.live import SLEEPER, host_state, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -18,7 +17,6 @@ consumers:
   - {path: /A/x}
   - {path: /B}
 """
-SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,14 @@ class Op:
     future: asyncio.Future
 
 
+def _found(table: dict, key: Any, what: str) -> Any:
+    """``table[key]``, or a 404 naming what was asked for."""
+    got = table.get(key)
+    if got is None:
+        raise ApiError(404, f"no {what} {key}")
+    return got
+
+
 def in_subtree(consumer: str, root: str) -> bool:
     return root == "/" or consumer == root or consumer.startswith(root + "/")
 
@@ -489,10 +497,7 @@ class Master:
         return run
 
     def _alloc(self, aid: int) -> AllocationPub:
-        a = self.allocations.get(aid)
-        if a is None:
-            raise ApiError(404, f"no allocation {aid}")
-        return a
+        return _found(self.allocations, aid, "allocation")
 
     def op_change_allocation(self, aid: int, mn: int | None, mx: int | None
                              ) -> Callable[[Batch, float], AllocationPub]:
@@ -579,19 +584,14 @@ class Master:
 
     def op_kill_activity(self, act_id: int) -> Callable[[Batch, float], ActivityPub]:
         def run(batch: Batch, now: float) -> ActivityPub:
-            act = self.activities.get(act_id)
-            if act is None:
-                raise ApiError(404, f"no activity {act_id}")
+            act = _found(self.activities, act_id, "activity")
             if act.live and not act.stop:
                 self._stop(act, "killed by request", batch)
             return act
         return run
 
     def _host(self, name: str) -> HostPub:
-        h = self.hosts.get(name)
-        if h is None:
-            raise ApiError(404, f"no host {name}")
-        return h
+        return _found(self.hosts, name, "host")
 
     def op_close_host(self, name: str, reclaim: bool) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
