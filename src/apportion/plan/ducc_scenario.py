@@ -155,7 +155,8 @@ def is_ducc_scenario(data: Any) -> bool:
 
 
 class _Compiler:
-    def __init__(self, source: str, positions: Positions | None, base: Path) -> None:
+    def __init__(self, source: str, positions: Positions | None, base: Path, require_memory: bool = True) -> None:
+        self.require_memory = require_memory
         self.reporter = Reporter(source, positions)
         self.source = source
         self.positions = positions
@@ -277,7 +278,7 @@ class _Compiler:
 
     def _memory_known(self, cfg: DuccConfig, at: KeyPath) -> DuccConfig | None:
         unknown = [h for h, mem in cfg.hosts.items() if mem is None]
-        if unknown:
+        if unknown and self.require_memory:
             shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
             self.add(("hosts",) if self.host_names else at,
                      f"no memory size for {len(unknown)} host(s) of the DUCC configuration ({shown}); "
@@ -467,13 +468,14 @@ def _merge(timeline: list[DuccStep], replay: list[DuccStep]) -> tuple[DuccStep, 
 
 def compile_ducc_scenario(data: Any, source: str = "<scenario>", positions: Positions | None = None,
                           base: str | os.PathLike[str] | None = None,
-                          early: list[Problem] | None = None) -> DuccScenario:
+                          early: list[Problem] | None = None, require_memory: bool = True) -> DuccScenario:
     """Compile a parsed DUCC scenario mapping; ``PlanError`` lists every problem.
 
     Files the scenario names are read relative to ``base`` (default: the
-    directory of ``source``).
+    directory of ``source``). ``require_memory=False`` (the live master): hosts of
+    the configuration with no memory size are kept, their agents report it.
     """
-    comp = _Compiler(source, positions, Path(base) if base is not None else Path(source).parent)
+    comp = _Compiler(source, positions, Path(base) if base is not None else Path(source).parent, require_memory)
     if not isinstance(data, Mapping):
         comp.add((), f"must be a mapping with ducc, hosts and timeline (got {kind_of(data)})")
         raise PlanError([*(early or []), *comp.reporter.problems])

@@ -24,7 +24,7 @@ from apportion.engine import Engine, HostState, Request
 from apportion.engine.decisions import Decisions, Removal
 from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
-from apportion.plan import PlanError, parse_requirement
+from apportion.plan import PlanError, Problem, parse_requirement
 from apportion.service import liveplan
 from apportion.service.published import (
     ActivityPub,
@@ -74,6 +74,15 @@ def _found(table: dict, key: Any, what: str) -> Any:
     return got
 
 
+def _not_ducc(parsed: liveplan.ParsedPlan) -> None:
+    from apportion.plan.ducc_scenario import is_ducc_scenario
+
+    if is_ducc_scenario(parsed.data):
+        raise PlanError([Problem(parsed.source, parsed.positions.get(("ducc",)), "ducc",
+                                 "this master serves an EGO plan; a master serves one kind of plan: "
+                                 "start a DUCC master on another store")])
+
+
 def in_subtree(consumer: str, root: str) -> bool:
     return root == "/" or consumer == root or consumer.startswith(root + "/")
 
@@ -117,7 +126,17 @@ class Master:
         self.recent_events: dict[int, list[dict[str, Any]]] = {}  # client -> its latest events
         self.recent_floor: dict[int, int] = {}  # client -> every event of it after this id is in recent_events
         self.first_event = self.next_event  # events before this id are read from the store
-        # the engine, rebuilt from the store (docs/service.md, "Recovery")
+        self._now = time.time()
+        self._init_core(snapshot)
+        # a restart gives every host a fresh chance to heartbeat before it is declared down
+        now = time.time()
+        for h in self.hosts.values():
+            h.last_seen = now
+
+    kind = "ego"  # the kind of plan this master serves (DuccMaster: "ducc")
+
+    def _init_core(self, snapshot: Snapshot) -> None:
+        """The engine, rebuilt from the store (docs/service.md, "Recovery")."""
         self.plan = liveplan.compile_live(self.parsed, self._reported())
         self.consumers = self.plan.consumer_map()
         self.group_names = {g.name for g in self.plan.groups}
@@ -126,7 +145,6 @@ class Master:
         self._restore(snapshot)
         self._state_seen = self.engine.state
         self._replan = False
-        self._now = time.time()
         self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {}
 
     # -- recovery -------------------------------------------------------------------
@@ -179,10 +197,6 @@ class Master:
                 self.engine.set_host_state(name, HostState(h.state))
         s.changed = set()
         self._publish_holdings_full([(a.id, self._holding(a)) for a in self.engine.state.allocs.values()])
-        # a restart gives every host a fresh chance to heartbeat before it is declared down
-        now = time.time()
-        for h in self.hosts.values():
-            h.last_seen = now
 
     # -- the task --------------------------------------------------------------------
     async def submit(self, fn: Callable[[Batch, float], Any]) -> Any:
@@ -196,7 +210,7 @@ class Master:
         self.ready = True
         tick = self.settings.tick
         while True:
-            deadline = self.engine.next_deadline()
+            deadline = self._next_deadline()
             timeout = tick if deadline is None else max(0.0, min(tick, deadline - time.time()))
             if self.queue.empty():
                 try:
@@ -223,6 +237,32 @@ class Master:
                     raise  # the engine may be half-changed: stop, and let a restart rebuild it from the store
                 log.exception("a read-only operation failed")
                 results.append((op, None, ApiError(500, f"internal error: {e.__class__.__name__}")))
+        decisions = self._cycle(batch, now)
+        try:
+            # on this thread, not a worker's: from the first change of this step to its
+            # publication nothing else runs, so no answer and no agent command can show a
+            # change the store does not hold yet
+            self.writer.commit(batch)
+        except Exception:  # noqa: BLE001 - the store refused: the engine is ahead of it
+            log.exception("commit failed: the master stops; a restart rebuilds from the store")
+            os._exit(70)
+        self._publish(batch)
+        if decisions is not None:
+            for obs in self.observers:
+                obs(decisions, self.last_cycle_seconds)
+        for op, result, error in results:
+            if op.future.done():
+                continue
+            if error is not None:
+                op.future.set_exception(error)
+            else:
+                op.future.set_result(result)
+
+    def _next_deadline(self) -> float | None:
+        return self.engine.next_deadline()
+
+    def _cycle(self, batch: Batch, now: float) -> Any:
+        """Hosts, one engine cycle and its decisions into ``batch``; the decisions."""
         self._check_hosts(batch, now)
         if self._replan:
             self._replan = False
@@ -234,24 +274,7 @@ class Master:
         self._record(decisions, batch)
         self._enforce_fences(batch)
         self._holdings_into(batch)
-        try:
-            # on this thread, not a worker's: from the first change of this step to its
-            # publication nothing else runs, so no answer and no agent command can show a
-            # change the store does not hold yet
-            self.writer.commit(batch)
-        except Exception:  # noqa: BLE001 - the store refused: the engine is ahead of it
-            log.exception("commit failed: the master stops; a restart rebuilds from the store")
-            os._exit(70)
-        self._publish(batch)
-        for obs in self.observers:
-            obs(decisions, self.last_cycle_seconds)
-        for op, result, error in results:
-            if op.future.done():
-                continue
-            if error is not None:
-                op.future.set_exception(error)
-            else:
-                op.future.set_result(result)
+        return decisions
 
     # -- decisions into events and rows ------------------------------------------------
     def _event(self, batch: Batch, client: int, body: dict[str, Any]) -> None:
@@ -387,6 +410,10 @@ class Master:
             if w is not None:
                 w.set()
 
+    def valid_consumer(self, consumer: str) -> bool:
+        """Whether a consumer token may be scoped to ``consumer``."""
+        return consumer in self.consumers
+
     def engine_consumers(self) -> set[str]:
         """The consumers of the plan in force (its paths; the plan object is immutable)."""
         return set(self.consumers)
@@ -410,11 +437,14 @@ class Master:
     def _set_state(self, h: HostPub, state: str, batch: Batch) -> None:
         h.state = state
         batch.hosts[h.name] = h
-        if h.name in self.engine.state.hosts:
-            self.engine.set_host_state(h.name, HostState(state))
+        self._engine_host_state(h.name, state)
         if state == "down":
             for a in list(self.live_on.get(h.name, {}).values()):
                 self._end(a, "lost", None, None, batch, time.time())
+
+    def _engine_host_state(self, name: str, state: str) -> None:
+        if name in self.engine.state.hosts:
+            self.engine.set_host_state(name, HostState(state))
 
     def _end(self, a: ActivityPub, state: str, exit_code: int | None, signal: int | None, batch: Batch,
              now: float) -> None:
@@ -423,7 +453,15 @@ class Master:
         batch.activities[a.id] = a
         self._event(batch, a.client, {"type": "activity", "allocation": a.allocation, "host": a.host,
                                       "activity": a.id, "state": state, "exit_code": exit_code,
-                                      "signal": signal, "slots": a.slots})
+                                      "signal": signal, "slots": a.slots, **self._activity_fields(a)})
+        self._ended(a, batch)
+
+    def _activity_fields(self, a: ActivityPub) -> dict[str, Any]:
+        """What an activity's events say beside the common fields (DUCC: its job)."""
+        return {}
+
+    def _ended(self, a: ActivityPub, batch: Batch) -> None:
+        """An activity ended (its slots are free once it is gone)."""
         self._in_use(a.allocation, a.host)
 
     def _in_use(self, alloc: int, host: str) -> None:
@@ -441,7 +479,7 @@ class Master:
                 if c.consumer != consumer:
                     raise ApiError(409, f"name: client {name!r} is registered under consumer {c.consumer}")
                 return c
-            if consumer != "/" and consumer not in self.consumers:
+            if consumer != "/" and not self.valid_consumer(consumer):
                 raise ApiError(422, f"consumer: {consumer} is not a consumer of the plan in force")
             c = ClientPub(self._next_client, name, consumer, now)
             self._next_client += 1
@@ -622,6 +660,7 @@ class Master:
         def run(batch: Batch, now: float) -> int:
             try:
                 parsed = liveplan.parse(text, "<plan>")
+                _not_ducc(parsed)
                 liveplan.compile_live(parsed, self._reported())
             except PlanError as e:
                 raise ApiError(422, [{"line": p.line, "field": p.field, "msg": p.reason} for p in e.problems]) from None
@@ -636,6 +675,7 @@ class Master:
         live state, one cycle at the present time. Read-only: the live engine is not touched."""
         try:
             parsed = liveplan.parse(text, "<plan>")
+            _not_ducc(parsed)
             plan = liveplan.compile_live(parsed, self._reported())
         except PlanError as e:
             raise ApiError(422, [{"line": p.line, "field": p.field, "msg": p.reason} for p in e.problems]) from None
@@ -698,13 +738,16 @@ class Master:
                     self._set_state(h, "closed" if h.closed else "ok", batch)
                 else:
                     h.state = "closed" if h.closed else "ok"
-            # reconcile: what the master has running there that the agent no longer runs ended
-            listed = set(running)
-            for a in list(self.live_on.get(name, {}).values()):
-                if a.state == "running" and a.id not in listed:
-                    self._end(a, "exited", None, None, batch, now)
+            self._reconcile(name, running, batch, now)
             return h
         return run
+
+    def _reconcile(self, name: str, running: list[int], batch: Batch, now: float) -> None:
+        """What the master has running on ``name`` that its agent no longer runs has ended."""
+        listed = set(running)
+        for a in list(self.live_on.get(name, {}).values()):
+            if a.state == "running" and a.id not in listed:
+                self._end(a, "exited", None, None, batch, now)
 
     def op_agent_reports(self, name: str, reports: list[dict[str, Any]]) -> Callable[[Batch, float], None]:
         def run(batch: Batch, now: float) -> None:
@@ -727,7 +770,7 @@ class Master:
                     batch.activities[a.id] = a
                     self._event(batch, a.client, {"type": "activity", "allocation": a.allocation, "host": name,
                                                   "activity": a.id, "state": "running", "exit_code": None,
-                                                  "signal": None, "slots": a.slots})
+                                                  "signal": None, "slots": a.slots, **self._activity_fields(a)})
                 elif state in ("exited", "killed") and a.live:
                     self._end(a, state, r.get("exit_code"), r.get("signal"), batch, now)
             listed = {r["id"] for r in reports}
@@ -783,9 +826,12 @@ class Master:
                 out.append({"op": "stop", "activity": act_id, "kill_grace": self.settings.kill_grace})
         for a in live.values():
             if a.state == "starting" and a.id not in listed and not a.stop:
-                env = {**a.env, "APPORTION_ALLOCATION": str(a.allocation), "APPORTION_HOST": name,
-                       "APPORTION_SLOTS": str(a.slots), "APPORTION_ACTIVITY": str(a.id)}
+                env = {**a.env, **self._start_env(a)}
                 out.append({"op": "start", "activity": a.id, "allocation": a.allocation, "argv": a.argv,
                             "env": env, "cwd": a.cwd, "slots": a.slots})
         return out
 
+    def _start_env(self, a: ActivityPub) -> dict[str, str]:
+        """What the master adds to an activity's environment when it starts."""
+        return {"APPORTION_ALLOCATION": str(a.allocation), "APPORTION_HOST": a.host,
+                "APPORTION_SLOTS": str(a.slots), "APPORTION_ACTIVITY": str(a.id)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from apportion.engine.decisions import Decisions
+from apportion.engine.ducc.types import DuccDecisions
 
 
 class Metrics:
@@ -23,8 +24,13 @@ class Metrics:
         self.shortfall = Gauge("apportion_consumer_shortfall_slots", "Held below the guarantee with demand unmet",
                                ["consumer", "group"], registry=r)
 
-    def observe(self, d: Decisions, seconds: float) -> None:
+    def observe(self, d: Decisions | DuccDecisions, seconds: float) -> None:
         self.cycle.observe(seconds)
+        if isinstance(d, DuccDecisions):
+            for kind, items in (("placed", d.new), ("evicted", d.evictions), ("lost", d.lost)):
+                if items:
+                    self.decisions.labels(kind).inc(len(items))
+            return
         for kind, items in (("grant", d.grants), ("reclaim", d.reclaims), ("removal", d.removals),
                             ("lost", d.lost), ("cancelled", d.cancelled)):
             if items:

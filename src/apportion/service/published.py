@@ -86,18 +86,23 @@ class ActivityPub:
     ended_at: float | None = None
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
+    job: int | None = None  # DUCC: the job (or service) this process works for
+    secret: str | None = None  # DUCC: its process token, in memory only, until the agent has started it
 
     @property
     def live(self) -> bool:
         return self.state in LIVE_STATES
 
     def json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id, "allocation": self.allocation, "host": self.host, "state": self.state,
             "exit_code": self.exit_code, "signal": self.signal, "slots": self.slots, "argv": self.argv,
             "pid": self.pid, "stopping": self.stop and self.live, "stop_reason": self.stop_reason,
             "created_at": self.created_at, "ended_at": self.ended_at,
         }
+        if self.job is not None:
+            out["job"] = self.job
+        return out
 
     def row(self) -> dict[str, Any]:
         return {
@@ -105,7 +110,7 @@ class ActivityPub:
             "argv": self.argv, "env": self.env, "cwd": self.cwd, "slots": self.slots, "state": self.state,
             "exit_code": self.exit_code, "signal": self.signal, "pid": self.pid, "stop": self.stop,
             "stop_reason": self.stop_reason, "created_at": self.created_at, "ended_at": self.ended_at,
-            "stdout": self.stdout, "stderr": self.stderr,
+            "stdout": self.stdout, "stderr": self.stderr, "job": self.job,
         }
 
 
@@ -125,3 +130,66 @@ class HostPub:
         return {"name": self.name, "slots": self.slots, "memory": self.memory, "os": self.os,
                 "attributes": self.attributes, "state": self.state, "closed": self.closed,
                 "last_seen": self.last_seen}
+
+
+# --- DUCC ------------------------------------------------------------------------------
+
+JOB_ENDED = ("done", "failed", "cancelled")
+
+
+@dataclass(slots=True)
+class JobPub:
+    """A DUCC job, service or reservation (``kind``) as submitted, and where it stands."""
+
+    id: int
+    kind: str  # job | service | reservation
+    user: str
+    cls: str
+    memory: float
+    max_processes: int | None
+    threads: int
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    client: int
+    state: str  # waiting | running | done | failed | cancelled
+    reason: str
+    retries: int
+    submitted_at: float
+    ended_at: float | None = None
+    init_seconds: float | None = None
+    seconds_per_item: float | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in JOB_ENDED
+
+    def row(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "user": self.user, "cls": self.cls, "memory": self.memory,
+                "max_processes": self.max_processes, "threads": self.threads, "argv": self.argv, "env": self.env,
+                "cwd": self.cwd, "client": self.client, "state": self.state, "reason": self.reason,
+                "retries": self.retries, "submitted_at": self.submitted_at, "ended_at": self.ended_at,
+                "init_seconds": self.init_seconds, "seconds_per_item": self.seconds_per_item}
+
+
+@dataclass(slots=True)
+class SharePub:
+    """``order`` quanta of ``host`` given to a job; ``activity``: its process (None for a
+    reservation, which runs nothing)."""
+
+    id: int
+    job: int
+    host: str
+    order: int
+    activity: int | None
+    started_at: float
+    cycle: int
+    initialized_at: float | None = None
+    evicted: str | None = None
+    gone_cycle: int | None = None
+    gone_at: float | None = None
+
+    def row(self) -> dict[str, Any]:
+        return {"id": self.id, "job": self.job, "host": self.host, "order": self.order, "activity": self.activity,
+                "started_at": self.started_at, "initialized_at": self.initialized_at, "evicted": self.evicted,
+                "cycle": self.cycle, "gone_cycle": self.gone_cycle, "gone_at": self.gone_at}

@@ -34,7 +34,7 @@ async def readyz(request: Request) -> dict[str, Any]:
 async def metrics(request: Request, c: Caller = Depends(admin)) -> Response:
     m = c.m
     mt = request.app.state.metrics
-    report = await run(m, m.op_report())
+    report = await run(m, m.op_report()) if m.kind == "ego" else None
     mt.open_requests.set(len(m.allocations))
     mt.unmet.set(sum(max(0, a.max - a.held) for a in m.allocations.values()))
     states: dict[str, int] = {}
@@ -43,7 +43,7 @@ async def metrics(request: Request, c: Caller = Depends(admin)) -> Response:
     for s in ("ok", "closed", "down"):
         mt.hosts.labels(s).set(states.get(s, 0))
     mt.agents_up.set(sum(1 for h in m.hosts.values() if h.state != "down"))
-    for path, line in report.consumers.items():
+    for path, line in (report.consumers.items() if report is not None else ()):
         for g, gl in line.groups.items():
             mt.held.labels(path, g).set(gl.held)
             mt.deserved.labels(path, g).set(gl.deserved)

@@ -29,6 +29,9 @@ class TokenRow(Base):
     consumer: Mapped[str | None] = mapped_column(String(400), nullable=True)
     host: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
+    # a process token (DUCC): the work of this share of this job, nothing else
+    job: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    share: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
 
 
 class ClientRow(Base):
@@ -117,6 +120,72 @@ class ActivityRow(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     stdout: Mapped[list[str]] = mapped_column(JSON, default=list)
     stderr: Mapped[list[str]] = mapped_column(JSON, default=list)
+    job: Mapped[int | None] = mapped_column(Integer, nullable=True)  # DUCC: the job this process works for
+
+
+class JobRow(Base):
+    """DUCC work: a job, a service or a reservation (``kind``)."""
+
+    __tablename__ = "jobs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(16))  # job | service | reservation
+    user: Mapped[str] = mapped_column(String(200))
+    cls: Mapped[str] = mapped_column(String(200))
+    memory: Mapped[float] = mapped_column(Float)
+    max_processes: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    threads: Mapped[int] = mapped_column(Integer)
+    argv: Mapped[list[str]] = mapped_column(JSON, default=list)
+    env: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    cwd: Mapped[str | None] = mapped_column(Text, nullable=True)
+    client: Mapped[int] = mapped_column(Integer)  # whose event stream tells of it
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    retries: Mapped[int] = mapped_column(Integer, default=3)
+    submitted_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    init_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    seconds_per_item: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class ItemRow(Base):
+    """One work item of a job: queued, in flight (on a share), done or failed."""
+
+    __tablename__ = "job_items"
+    job: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    item: Mapped[Any] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(8))  # queued | flight | done | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    share: Mapped[int | None] = mapped_column(Integer, nullable=True)  # in flight on, or done by
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ShareRow(Base):
+    """A DUCC share: ``order`` quanta of a machine given to a job; its process, if any, is
+    an activity. ``cycle``/``gone_cycle``: the cycles it was placed in and confirmed gone
+    in (what a machine held at any cycle can be read back from these)."""
+
+    __tablename__ = "shares"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    job: Mapped[int] = mapped_column(Integer, index=True)
+    host: Mapped[str] = mapped_column(String(200))
+    order: Mapped[int] = mapped_column(Integer)
+    activity: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    started_at: Mapped[float] = mapped_column(Float)
+    initialized_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    evicted: Mapped[str | None] = mapped_column(String(32), nullable=True)  # why, once evicted
+    cycle: Mapped[int] = mapped_column(Integer)
+    gone_cycle: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    gone_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class CycleRow(Base):
+    """DUCC: each master cycle that changed anything, with its time (for audits)."""
+
+    __tablename__ = "cycles"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    at: Mapped[float] = mapped_column(Float)
+    seconds: Mapped[float] = mapped_column(Float)
 
 
 class EventRow(Base):

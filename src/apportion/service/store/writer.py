@@ -8,19 +8,31 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, insert, select
+from sqlalchemy import Engine, bindparam, delete, func, insert, select, update
 
-from apportion.service.published import ActivityPub, AllocationPub, ClientPub, HoldingPub, HostPub
+from apportion.service.published import (
+    ActivityPub,
+    AllocationPub,
+    ClientPub,
+    HoldingPub,
+    HostPub,
+    JobPub,
+    SharePub,
+)
 from apportion.service.store.models import (
     ActivityRow,
     ClientRow,
+    CycleRow,
     EventRow,
     FenceRow,
     HoldingRow,
     HostRow,
+    ItemRow,
+    JobRow,
     MetaRow,
     PlanRow,
     RequestRow,
+    ShareRow,
     TokenRow,
 )
 
@@ -44,11 +56,22 @@ class Batch:
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     wake_hosts: set[str] = field(default_factory=set)
     decisions: Any = None
+    # DUCC
+    jobs: dict[int, JobPub] = field(default_factory=dict)
+    new_items: list[dict[str, Any]] = field(default_factory=list)  # rows of submitted jobs' items
+    items: dict[tuple[int, int], tuple[str, int, int | None, str | None]] = field(default_factory=dict)
+    # (job, item) -> (state, attempts, share, error)
+    shares: dict[int, SharePub] = field(default_factory=dict)
+    tokens: list[dict[str, Any]] = field(default_factory=list)  # process tokens made (digests)
+    dropped_tokens: list[int] = field(default_factory=list)  # shares whose process tokens go
+    cycle: tuple[int, float, float] | None = None  # DUCC: (cycle, at, seconds) of a cycle that decided
 
     @property
     def empty(self) -> bool:
         return not (self.plan or self.clients or self.hosts or self.allocations or self.deleted_allocations
-                    or self.holdings or self.holdings_full is not None or self.activities or self.events)
+                    or self.holdings or self.holdings_full is not None or self.activities or self.events
+                    or self.jobs or self.new_items or self.items or self.shares or self.tokens
+                    or self.dropped_tokens or self.cycle)
 
 
 @dataclass
@@ -66,6 +89,13 @@ class Snapshot:
     next_event: int
     max_allocation: int
     max_activity: int
+    jobs: list[JobPub] = field(default_factory=list)
+    items: dict[int, list[tuple[int, Any, str, int, int | None, str | None]]] = field(default_factory=dict)
+    # job -> its items (idx, item, state, attempts, share, error), in order
+    shares: list[SharePub] = field(default_factory=list)  # not yet gone
+    max_share: int = 0
+    max_cycle: int = 0
+    max_job: int = 0
 
 
 def digest(token: str) -> str:
@@ -132,14 +162,28 @@ class StoreWriter:
                       for r in c.execute(select(FenceRow))]
             acts = [ActivityPub(r.id, r.allocation, r.client, r.host, list(r.argv), dict(r.env or {}), r.cwd,
                                 r.slots, r.state, r.created_at, r.exit_code, r.signal, r.pid, r.stop, r.stop_reason,
-                                r.ended_at, list(r.stdout or []), list(r.stderr or []))
+                                r.ended_at, list(r.stdout or []), list(r.stderr or []), r.job)
                     for r in c.execute(select(ActivityRow))]
             last_event = c.execute(select(func.max(EventRow.id))).scalar() or 0
             meta = {r.key: r.value for r in c.execute(select(MetaRow))}
+            jobs = [JobPub(r.id, r.kind, r.user, r.cls, r.memory, r.max_processes, r.threads, list(r.argv or []),
+                           dict(r.env or {}), r.cwd, r.client, r.state, r.reason or "", r.retries, r.submitted_at,
+                           r.ended_at, r.init_seconds, r.seconds_per_item)
+                    for r in c.execute(select(JobRow).order_by(JobRow.id))]
+            items: dict[int, list[tuple[int, Any, str, int, int | None, str | None]]] = {}
+            for r in c.execute(select(ItemRow.job, ItemRow.idx, ItemRow.item, ItemRow.state, ItemRow.attempts,
+                                      ItemRow.share, ItemRow.error).order_by(ItemRow.job, ItemRow.idx)):
+                items.setdefault(r.job, []).append((r.idx, r.item, r.state, r.attempts, r.share, r.error))
+            shares = [SharePub(r.id, r.job, r.host, r.order, r.activity, r.started_at, r.cycle, r.initialized_at,
+                               r.evicted, r.gone_cycle, r.gone_at)
+                      for r in c.execute(select(ShareRow).where(ShareRow.gone_cycle.is_(None)).order_by(ShareRow.id))]
+            max_share = c.execute(select(func.max(ShareRow.id))).scalar() or 0
+            max_cycle = c.execute(select(func.max(CycleRow.id))).scalar() or 0
         self._fences = {(str(k[0]), k[1]): f for k, f in fences}
         return Snapshot(plan.version, plan.text, plan.applied_by, plan.applied_at, clients, hosts, allocs, holdings,
                         fences, acts, last_event + 1, int(meta.get("max_allocation", 0)),
-                        int(meta.get("max_activity", 0)))
+                        int(meta.get("max_activity", 0)), jobs, items, shares, max_share, max_cycle,
+                        max((j.id for j in jobs), default=0))
 
     # -- a batch ---------------------------------------------------------------------
     def commit(self, b: Batch) -> None:
@@ -177,6 +221,26 @@ class StoreWriter:
                 self._replace(c, ActivityRow, ActivityRow.id, list(b.activities),
                               [a.row() for a in b.activities.values()])
                 self._meta(c, "max_activity", max(b.activities))
+            if b.jobs:
+                self._replace(c, JobRow, JobRow.id, list(b.jobs), [j.row() for j in b.jobs.values()])
+            if b.new_items:
+                for i in range(0, len(b.new_items), 5000):
+                    c.execute(insert(ItemRow), b.new_items[i:i + 5000])
+            if b.items:
+                c.execute(update(ItemRow).where(ItemRow.job == bindparam("j"), ItemRow.idx == bindparam("i"))
+                          .values(state=bindparam("s"), attempts=bindparam("a"), share=bindparam("h"),
+                                  error=bindparam("e")),
+                          [{"j": j, "i": i, "s": st, "a": a, "h": h, "e": e}
+                           for (j, i), (st, a, h, e) in b.items.items()])
+            if b.shares:
+                self._replace(c, ShareRow, ShareRow.id, list(b.shares), [x.row() for x in b.shares.values()])
+            if b.dropped_tokens:
+                for i in range(0, len(b.dropped_tokens), _CHUNK):
+                    c.execute(delete(TokenRow).where(TokenRow.share.in_(b.dropped_tokens[i:i + _CHUNK])))
+            if b.tokens:
+                c.execute(insert(TokenRow), b.tokens)
+            if b.cycle is not None:
+                c.execute(insert(CycleRow).values(id=b.cycle[0], at=b.cycle[1], seconds=b.cycle[2]))
             if b.events:
                 c.execute(insert(EventRow), [{"id": body["id"], "client": client, "body": body,
                                               "created_at": time.time()} for client, body in b.events])
