@@ -71,7 +71,7 @@ async def serve(config: AgentConfig) -> None:
             else:
                 workdir = config.workdir_of(name)
                 stack.enter_context(lock_workdir(workdir))
-                runners.append(ProcessRunner(workdir))
+                runners.append(ProcessRunner(workdir, masters=config.masters))
         facts = gather(config.slots, config.memory, config.attributes)
         async with AsyncExitStack() as clients:
             agents: list[Agent] = []

@@ -41,8 +41,9 @@ class _Live:
 
 
 class ProcessRunner:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, masters: list[str] | None = None) -> None:
         self.workdir = workdir
+        self.masters = list(masters or [])  # told to the processes (APPORTION_MASTER): DUCC's work loop calls it
         self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)  # output may hold secrets
         self.entries: dict[int, Entry] = statefile.load(workdir)
         self.live: dict[int, _Live] = {}
@@ -69,6 +70,8 @@ class ProcessRunner:
         adir = self.activity_dir(cmd.activity)
         adir.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+        if self.masters:
+            env["APPORTION_MASTER"] = ",".join(self.masters)
         env.update(cmd.env)
         env.update(APPORTION_ALLOCATION="" if cmd.allocation is None else str(cmd.allocation),
                    APPORTION_HOST=host, APPORTION_SLOTS=str(cmd.slots), APPORTION_ACTIVITY=str(cmd.activity))

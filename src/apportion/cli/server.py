@@ -68,6 +68,9 @@ def server(
     ssl_certfile: Path | None = typer.Option(None, "--ssl-certfile", help="TLS certificate (PEM)."),
     ssl_keyfile: Path | None = typer.Option(None, "--ssl-keyfile", help="TLS private key (PEM)."),
     log_level: str = typer.Option("info", "--log-level"),
+    ducc: Path | None = typer.Option(None, "--ducc", help="A DUCC resources directory (ducc.classes, node files, "
+                                     "ducc.users, ducc.properties): serve it as a DUCC plan.", exists=True,
+                                     file_okay=False),
 ) -> None:
     """Run the master. It binds 127.0.0.1 unless told otherwise."""
     if ctx.invoked_subcommand is not None:
@@ -76,6 +79,7 @@ def server(
 
     from apportion.plan import PlanError
     from apportion.service import liveplan
+    from apportion.service.ducc import plan as ducc_plan
     from apportion.service.app import ServerConfig, create_app
     from apportion.service.master import Settings
     from apportion.service.store.db import make_engine, upgrade
@@ -95,18 +99,36 @@ def server(
     upgrade(engine)
     writer = StoreWriter(engine)
     in_force = writer.plan_in_force()
-    if plan is not None and (in_force is None or in_force.text != plan.read_text(encoding="utf-8")):
-        text = plan.read_text(encoding="utf-8")
+    if plan is not None and ducc is not None:
+        typer.echo("give --plan or --ducc, not both", err=True)
+        raise typer.Exit(2)
+    text = source = None
+    if ducc is not None:
+        text, source = ducc_plan.plan_for_directory(ducc), f"--ducc {ducc}"
+    elif plan is not None:
+        text = ducc_plan.with_absolute_paths(plan.read_text(encoding="utf-8"), plan.parent)
+        source = str(plan)
+    if text is not None and (in_force is None or in_force.text != text):
+        is_ducc = ducc_plan.is_ducc_plan(liveplan.parse(text, source, positions=False).data)
+        if in_force is not None and is_ducc != ducc_plan.is_ducc_plan(
+                liveplan.parse(in_force.text, "<plan in force>", positions=False).data):
+            kinds = ("an EGO", "a DUCC") if is_ducc else ("a DUCC", "an EGO")
+            typer.echo(f"the store holds {kinds[0]} plan and {source} is {kinds[1]} plan: a master serves one kind "
+                       "of plan; use another store (--db)", err=True)
+            raise typer.Exit(2)
         try:  # checked whole, with the hosts the store knows, before it is put in force
-            liveplan.compile_live(liveplan.parse(text, str(plan)), writer.reported_hosts())
+            if is_ducc:
+                ducc_plan.compile_ducc_plan(text, source)
+            else:
+                liveplan.compile_live(liveplan.parse(text, source), writer.reported_hosts())
         except PlanError as e:
-            typer.echo(f"{len(e.problems)} problem(s) in {plan}; the plan in force is unchanged:", err=True)
+            typer.echo(f"{len(e.problems)} problem(s) in {source}; the plan in force is unchanged:", err=True)
             for p in e.problems:
                 typer.echo(str(p), err=True)
             raise typer.Exit(2) from None
-        writer.put_first_plan(text, f"apportion server --plan {plan}")
+        writer.put_first_plan(text, f"apportion server {'--plan ' + source if plan else source}")
     elif in_force is None:
-        typer.echo("the store holds no plan yet: start the server with --plan PLAN", err=True)
+        typer.echo("the store holds no plan yet: start the server with --plan PLAN (or --ducc DIR)", err=True)
         raise typer.Exit(2)
     scheme = "https" if tls else "http"
     shown = f"[{host}]" if ":" in host else host

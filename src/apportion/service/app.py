@@ -17,9 +17,12 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from apportion.service.api import agents, cluster, events, health, work
+from apportion.service.api import agents, cluster, events, health, jobs, work
 from apportion.service.leader import Role, leadership
 from apportion.service.api.errors import api_error
+from apportion.service import liveplan
+from apportion.service.ducc.master import DuccMaster
+from apportion.service.ducc.plan import is_ducc_plan
 from apportion.service.master import ApiError, Master, Settings
 from apportion.service.metrics import Metrics
 from apportion.service.store.writer import StoreWriter
@@ -49,7 +52,7 @@ class Guard:
                                     status_code=503, headers={"Retry-After": "1"})
             await response(scope, receive, send)
             return
-        limit = MAX_PLAN if path.startswith("/v1/plan") else MAX_BODY
+        limit = MAX_PLAN if path.startswith(("/v1/plan", "/v1/jobs")) else MAX_BODY
         for key, value in scope["headers"]:
             if key == b"content-length" and value.isdigit() and int(value) > limit:
                 response = JSONResponse({"detail": f"body: {int(value)} bytes is more than the limit of {limit}"},
@@ -87,7 +90,9 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
                 gc.disable()
                 try:
                     snapshot = await asyncio.to_thread(writer.load)
-                    m = Master(writer, snapshot, config.settings)
+                    kind = DuccMaster if is_ducc_plan(liveplan.parse(snapshot.plan_text, "<plan in force>",
+                                                                      positions=False).data) else Master
+                    m = kind(writer, snapshot, config.settings)
                 finally:
                     gc.freeze()
                     gc.set_threshold(50_000, 20, 100)
@@ -126,7 +131,7 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
 
     app.add_middleware(Guard, role=role)
     app.add_exception_handler(ApiError, api_error)
-    for r in (work.router, events.router, cluster.router, agents.router, health.router):
+    for r in (work.router, jobs.router, events.router, cluster.router, agents.router, health.router):
         app.include_router(r)
     app.openapi = lambda: _with_bearer(app)  # type: ignore[method-assign]
     return app

@@ -20,13 +20,16 @@ from apportion.service.master import Master, in_subtree
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    kind: str  # admin | consumer | agent
+    kind: str  # admin | consumer | agent | process
     consumer: str | None = None
     host: str | None = None
+    job: int | None = None  # process: the job and share whose work it may fetch and report
+    share: int | None = None
 
     @property
     def name(self) -> str:
-        return {"admin": "admin", "consumer": f"consumer {self.consumer}", "agent": f"agent {self.host}"}[self.kind]
+        return {"admin": "admin", "consumer": f"consumer {self.consumer}", "agent": f"agent {self.host}",
+                "process": f"process {self.share} of job {self.job}"}[self.kind]
 
     def may_see(self, consumer: str) -> bool:
         return self.kind == "admin" or (self.kind == "consumer" and in_subtree(consumer, self.consumer or ""))
@@ -51,7 +54,7 @@ def _resolve(request: Request) -> Principal:
         row = request.app.state.writer.token(token)
         if len(cache) > 10_000:
             cache.clear()
-        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host)
+        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host, row.job, row.share)
     p = cache[token]
     if p is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
@@ -83,6 +86,16 @@ async def user(request: Request) -> Caller:
     p = _resolve(request)
     if p.kind == "agent":
         raise HTTPException(403, f"{p.name} may only report for its host")
+    if p.kind == "process":
+        raise HTTPException(403, f"{p.name} may only fetch and report its own work")
+    return Caller(p, master_of(request))
+
+
+async def worker(request: Request) -> Caller:
+    """A process token (its own job's work) or an admin token."""
+    p = _resolve(request)
+    if p.kind not in ("process", "admin"):
+        raise HTTPException(403, f"{p.name} may not fetch or report work: a process token is needed")
     return Caller(p, master_of(request))
 
 

@@ -37,6 +37,17 @@ async def close_host(name: HostName, body: HostClose | None = None, c: Caller = 
     return {"name": h.name, "state": h.state}
 
 
+@router.post("/hosts/{name}/vary-off")
+async def vary_off(name: HostName, c: Caller = Depends(admin)) -> dict[str, Any]:
+    """DUCC's name for closing a host: fair-share work on it is evicted, nothing new goes there."""
+    return await close_host(name, None, c)
+
+
+@router.post("/hosts/{name}/vary-on")
+async def vary_on(name: HostName, c: Caller = Depends(admin)) -> dict[str, Any]:
+    return await open_host(name, c)
+
+
 @router.post("/hosts/{name}/open")
 async def open_host(name: HostName, c: Caller = Depends(admin)) -> dict[str, Any]:
     m = c.m
@@ -102,7 +113,7 @@ async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, A
     if body.kind == "consumer":
         if body.consumer is None:
             raise ApiError(422, "consumer: a consumer token needs the consumer path it is scoped to")
-        if body.consumer != "/" and body.consumer not in m.engine_consumers():
+        if body.consumer != "/" and not m.valid_consumer(body.consumer):
             raise ApiError(422, f"consumer: {body.consumer} is not a consumer of the plan in force")
     if body.kind == "agent" and body.host is None:
         raise ApiError(422, "host: an agent token needs the host it reports for")

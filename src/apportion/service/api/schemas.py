@@ -92,3 +92,51 @@ def groups_of(group: Any) -> list[str]:
     if group is None:
         return []
     return [group] if isinstance(group, str) else list(group)
+
+
+# --- DUCC ------------------------------------------------------------------------------------
+Argv = Annotated[list[Annotated[str, StringConstraints(max_length=10_000)]], Field(min_length=1, max_length=1000)]
+Env = dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")],
+           Annotated[str, StringConstraints(max_length=10_000)]]
+Memory = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
+ItemId = Annotated[int, Field(ge=0, le=10_000_000)]
+
+
+class JobIn(_In):
+    class_: Name | None = Field(None, alias="class")
+    user: Name | None = None
+    memory: Memory
+    max_processes: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    threads: Annotated[int, Field(ge=1, le=1000)] = 4
+    work: Annotated[list[Any], Field(min_length=1, max_length=1_000_000)]
+    argv: Argv
+    env: Env = {}
+    cwd: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    retries: Annotated[int, Field(ge=0, le=100)] = 3
+
+
+class ReservationIn(_In):
+    class_: Name | None = Field(None, alias="class")
+    user: Name | None = None
+    memory: Memory
+
+
+class ServiceIn(_In):
+    class_: Name | None = Field(None, alias="class")
+    user: Name | None = None
+    memory: Memory
+    argv: Argv
+    env: Env = {}
+    cwd: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+
+
+class FailedItem(_In):
+    item: ItemId
+    error: Annotated[str, StringConstraints(max_length=100_000)] = ""
+
+
+class WorkIn(_In):
+    process: Annotated[int, Field(ge=1)] | None = None  # default: the process token's own
+    done: Annotated[list[ItemId], Field(max_length=10_000)] = []
+    failed: Annotated[list[FailedItem], Field(max_length=10_000)] = []
+    want: Annotated[int, Field(ge=0, le=1000)] | None = None  # default: up to the job's threads
