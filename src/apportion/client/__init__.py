@@ -12,6 +12,9 @@ with Client("http://127.0.0.1:8470") as api:          # token: APPORTION_TOKEN o
                 api.start_activity(alloc["id"], event["host"], ["./worker"])
 ```
 
+A DUCC job's process works through its items with ``for item in work(): ...``
+(or ``serve(fn)``, ``threads`` at a time); see ``_work``.
+
 ``AsyncClient`` has the same calls, awaited, and ``async for`` over events.
 Every refusal raises ``ApportionError`` (``.status``, ``.detail``); no master
 reachable raises ``MasterUnavailable`` (status 0).
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
     from apportion.client._async import AsyncClient, AsyncEventStream
     from apportion.client._sync import Client, EventStream
 
-_LAZY = {"Client": "_sync", "EventStream": "_sync", "AsyncClient": "_async", "AsyncEventStream": "_async"}
+_LAZY = {"Client": "_sync", "EventStream": "_sync", "AsyncClient": "_async", "AsyncEventStream": "_async",
+         "work": "_work", "serve": "_work", "Work": "_work"}
 
 
 def __getattr__(name: str) -> Any:
@@ -42,5 +46,5 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Activity", "Allocation", "ApportionError", "AsyncClient", "AsyncEventStream", "Client", "ConsumerRow",
     "DEFAULT_MASTER", "Event", "EventStream", "Host", "MasterUnavailable", "Output", "PlanInForce", "SSEMessage",
-    "SSEParser",
+    "SSEParser", "Work", "serve", "work",
 ]

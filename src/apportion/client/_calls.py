@@ -213,3 +213,72 @@ class Endpoints:
     def health(self) -> Any:
         """-> the master's ``/healthz`` answer."""
         return self._send(Call("GET", "/healthz"))
+
+    # --- DUCC: jobs, reservations, services (a master serving a DUCC plan) -----
+
+    def submit_job(self, work: Sequence[Any], argv: Sequence[str], *, memory: float, cls: str | None = None,
+                   max_processes: int | None = None, threads: int = 4, user: str | None = None,
+                   env: Mapping[str, str] | None = None, cwd: str | None = None, retries: int = 3) -> Any:
+        """Submit a job whose processes run ``argv`` and work through ``work``: -> the job (dict)."""
+        body = {"work": list(work), "argv": list(argv), "memory": memory, "threads": threads, "retries": retries,
+                **_drop_none(**{"class": cls}, max_processes=max_processes, user=user, cwd=cwd),
+                **({"env": dict(env)} if env else {})}
+        return self._send(Call("POST", "/v1/jobs", json=body))
+
+    def job(self, job: int) -> Any:
+        """-> the job: state, processes by host, items (total, done, failed, in_flight)."""
+        return self._send(Call("GET", f"/v1/jobs/{int(job)}"))
+
+    def jobs(self, *, user: str | None = None, state: str | None = None) -> Any:
+        """-> list of jobs (of ``user``, in ``state``)."""
+        return self._send(Call("GET", "/v1/jobs", params=_drop_none(user=user, state=state), pick=_key("jobs")))
+
+    def cancel_job(self, job: int) -> Any:
+        """Cancel a job; its processes are stopped: -> the job."""
+        return self._send(Call("DELETE", f"/v1/jobs/{int(job)}"))
+
+    def fetch_work(self, job: int, process: int | None = None, *, done: Sequence[int] = (),
+                   failed: Sequence[tuple[int, str]] = (), want: int | None = None) -> Any:
+        """Report items done and failed, get more: -> ``{"items": [{"id", "data"}], "more", "holding"}``."""
+        body = {"done": list(done), "failed": [{"item": i, "error": e} for i, e in failed],
+                **_drop_none(process=process, want=want)}
+        return self._send(Call("POST", f"/v1/jobs/{int(job)}/work", json=body))
+
+    def reserve(self, memory: float, *, cls: str | None = None, user: str | None = None) -> Any:
+        """Reserve a machine (RESERVE class) or a share (FIXED_SHARE): -> the reservation (``host`` once placed)."""
+        return self._send(Call("POST", "/v1/reservations",
+                               json={"memory": memory, **_drop_none(**{"class": cls}, user=user)}))
+
+    def reservation(self, reservation: int) -> Any:
+        return self._send(Call("GET", f"/v1/reservations/{int(reservation)}"))
+
+    def reservations(self, *, user: str | None = None) -> Any:
+        return self._send(Call("GET", "/v1/reservations", params=_drop_none(user=user),
+                               pick=_key("reservations")))
+
+    def unreserve(self, reservation: int) -> Any:
+        return self._send(Call("DELETE", f"/v1/reservations/{int(reservation)}"))
+
+    def start_service(self, argv: Sequence[str], *, memory: float, cls: str | None = None, user: str | None = None,
+                      env: Mapping[str, str] | None = None, cwd: str | None = None) -> Any:
+        """A service: one process, started again whenever it exits: -> the service."""
+        body = {"argv": list(argv), "memory": memory, **_drop_none(**{"class": cls}, user=user, cwd=cwd),
+                **({"env": dict(env)} if env else {})}
+        return self._send(Call("POST", "/v1/services", json=body))
+
+    def service(self, service: int) -> Any:
+        return self._send(Call("GET", f"/v1/services/{int(service)}"))
+
+    def services(self, *, user: str | None = None) -> Any:
+        return self._send(Call("GET", "/v1/services", params=_drop_none(user=user), pick=_key("services")))
+
+    def stop_service(self, service: int) -> Any:
+        return self._send(Call("DELETE", f"/v1/services/{int(service)}"))
+
+    def occupancy(self) -> Any:
+        """-> per machine: name, order, free quanta, shares by job (as rm_qoccupancy)."""
+        return self._send(Call("GET", "/v1/occupancy", pick=_key("machines")))
+
+    def reconfigure(self) -> Any:
+        """Read the DUCC files of the plan in force again and put them in force: -> ``{"version"}``."""
+        return self._send(Call("POST", "/v1/reconfigure"))
