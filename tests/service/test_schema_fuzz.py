@@ -47,3 +47,32 @@ def test_schemathesis_finds_no_server_error(tmp_path):
     finally:
         agent.kill()
         m.proc.kill()
+
+
+DUCC_PLAN = "ducc:\n  properties: {ducc.rm.share.quantum: 1}\n"
+
+
+def test_schemathesis_finds_no_server_error_on_a_ducc_master(tmp_path):
+    m = start_master(tmp_path / "m", DUCC_PLAN)
+    agent = start_agent(m, "h1", tmp_path / "h1", extra=["--light", "--memory", "8"])
+    try:
+        wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
+        with m.http() as c:  # something for the fuzzer to find: a job, a reservation, a service
+            c.post("/v1/jobs", json={"memory": 2, "work": list(range(5)), "argv": ["true"]})
+            c.post("/v1/reservations", json={"class": "reserve", "memory": 8})
+            c.post("/v1/services", json={"class": "fixed", "memory": 1, "argv": ["true"]})
+        st = Path(sys.executable).with_name("schemathesis")
+        r = subprocess.run(
+            [str(st), "run", f"{m.url}/openapi.json", "-H", f"Authorization: Bearer {m.token}",
+             "--checks", "not_a_server_error,response_schema_conformance",
+             "--include-path-regex", "^/v1/(jobs|reservations|services|occupancy|reconfigure|hosts)",
+             "--max-examples", "12", "--workers", "1", "--request-timeout", "30", "--seed", "20261125",
+             "--max-failures", "10"],
+            capture_output=True, text=True, timeout=600)
+        tail = (r.stdout + r.stderr)[-6000:]
+        assert r.returncode == 0, tail
+        assert "Server error" not in tail and "violates schema" not in tail
+        assert m.proc.alive, "the master died under the fuzzer:\n" + m.proc.output()[-3000:]
+    finally:
+        agent.kill()
+        m.proc.kill()

@@ -570,6 +570,7 @@ class DuccMaster(Master):
             procs[s.host] = procs.get(s.host, 0) + 1
         out: dict[str, Any] = {
             "id": j.id, "kind": j.kind, "state": j.state, "reason": j.reason, "user": j.user, "class": j.cls,
+            "client": j.client,  # whose event stream tells of it: GET /v1/clients/{client}/events
             "memory": j.memory, "max_processes": j.max_processes, "threads": j.threads,
             "processes": dict(sorted(procs.items())), "submitted_at": j.submitted_at, "ended_at": j.ended_at,
             "init_seconds": j.init_seconds, "seconds_per_item": j.seconds_per_item,
