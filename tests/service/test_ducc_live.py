@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import psutil
-import pytest
 from sqlalchemy import create_engine, text
 
 from tests.service.live import Master, events, reap, start_agent, start_master, wait_until
@@ -30,14 +29,8 @@ def worker(seconds: float) -> list[str]:
 SERVICE = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _reap_at_end():
-    yield
-    reap()
-
-
-def ducc_master(tmp: Path, hosts: dict[str, float]) -> tuple[Master, dict[str, Any]]:
-    m = start_master(tmp, PLAN, extra=["--tick", "0.5"])
+def ducc_master(tmp: Path, hosts: dict[str, float], db: str | None = None) -> tuple[Master, dict[str, Any]]:
+    m = start_master(tmp, PLAN, db=db, extra=["--tick", "0.5"])
     agents = {name: start_agent(m, name, tmp / name, extra=["--memory", str(gb)]) for name, gb in hosts.items()}
     with m.http() as c:
         wait_until(lambda: {h["name"] for h in c.get("/v1/hosts").json()["hosts"] if h["state"] == "ok"}
@@ -287,8 +280,8 @@ def test_an_ego_master_refuses_jobs_and_a_ducc_master_refuses_allocations(tmp_pa
         e.proc.kill()
 
 
-def test_work_survives_a_master_restart(tmp_path: Path) -> None:
-    m, agents = ducc_master(tmp_path, {"h0": 4, "h1": 4})
+def test_work_survives_a_master_restart(tmp_path: Path, db_url: str) -> None:
+    m, agents = ducc_master(tmp_path, {"h0": 4, "h1": 4}, db_url)
     try:
         with m.http() as c:
             jid = c.post("/v1/jobs", json={"memory": 1, "threads": 2, "work": list(range(150)),
