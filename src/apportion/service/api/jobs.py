@@ -71,26 +71,6 @@ async def submit_job(body: JobIn, c: Caller = Depends(user)) -> Response:
                          body.threads, body.retries)
 
 
-@router.get("/jobs")
-async def list_jobs(user: str | None = None, state: str | None = None, c: Caller = Depends(user)) -> Response:
-    return answer({"jobs": _list(_ducc(c.m), c.p, "job", user, state)})
-
-
-@router.get("/jobs/{jid}")
-async def get_job(jid: int, c: Caller = Depends(user)) -> Response:
-    m = _ducc(c.m)
-    return answer(m.job_json(_job(m, c.p, jid, "job")))
-
-
-@router.delete("/jobs/{jid}")
-async def cancel_job(jid: int, c: Caller = Depends(user)) -> Response:
-    """Cancel: its processes are stopped (SIGTERM, then SIGKILL after kill_grace)."""
-    m = _ducc(c.m)
-    _job(m, c.p, jid, "job")
-    j = await run(m, m.op_cancel(jid, "job"))
-    return answer(m.job_json(j))
-
-
 @router.post("/jobs/{jid}/work")
 async def work(jid: int, body: WorkIn, c: Caller = Depends(worker)) -> Response:
     """A process of the job reports items ``done`` and ``failed`` and gets up to ``want``
@@ -116,26 +96,6 @@ async def reserve(body: ReservationIn, c: Caller = Depends(user)) -> Response:
     return await _submit(c, "reservation", body, [], [], {}, None, 1, 1, 0)
 
 
-@router.get("/reservations")
-async def list_reservations(user: str | None = None, state: str | None = None,
-                            c: Caller = Depends(user)) -> Response:
-    return answer({"reservations": _list(_ducc(c.m), c.p, "reservation", user, state)})
-
-
-@router.get("/reservations/{rid}")
-async def get_reservation(rid: int, c: Caller = Depends(user)) -> Response:
-    m = _ducc(c.m)
-    return answer(m.job_json(_job(m, c.p, rid, "reservation")))
-
-
-@router.delete("/reservations/{rid}")
-async def unreserve(rid: int, c: Caller = Depends(user)) -> Response:
-    m = _ducc(c.m)
-    _job(m, c.p, rid, "reservation")
-    j = await run(m, m.op_cancel(rid, "reservation"))
-    return answer(m.job_json(j))
-
-
 # -- services -------------------------------------------------------------------------------------
 @router.post("/services", status_code=201)
 async def start_service(body: ServiceIn, c: Caller = Depends(user)) -> Response:
@@ -143,23 +103,29 @@ async def start_service(body: ServiceIn, c: Caller = Depends(user)) -> Response:
     return await _submit(c, "service", body, [], body.argv, body.env, body.cwd, 1, 1, 0)
 
 
-@router.get("/services")
-async def list_services(user: str | None = None, state: str | None = None, c: Caller = Depends(user)) -> Response:
-    return answer({"services": _list(_ducc(c.m), c.p, "service", user, state)})
+# -- list, view, cancel: the same for each kind ------------------------------------------------------
+def _kind_routes(kind: str, plural: str, ended: str) -> None:
+    async def listed(user: str | None = None, state: str | None = None, c: Caller = Depends(user)) -> Response:
+        return answer({plural: _list(_ducc(c.m), c.p, kind, user, state)})
+
+    async def one(jid: int, c: Caller = Depends(user)) -> Response:
+        m = _ducc(c.m)
+        return answer(m.job_json(_job(m, c.p, jid, kind)))
+
+    async def cancel(jid: int, c: Caller = Depends(user)) -> Response:
+        m = _ducc(c.m)
+        _job(m, c.p, jid, kind)
+        j = await run(m, m.op_cancel(jid, kind))
+        return answer(m.job_json(j))
+
+    router.add_api_route(f"/{plural}", listed, methods=["GET"], summary=f"List {plural} (of a user, in a state)")
+    router.add_api_route(f"/{plural}/{{jid}}", one, methods=["GET"], summary=f"One {kind}")
+    router.add_api_route(f"/{plural}/{{jid}}", cancel, methods=["DELETE"], summary=ended)
 
 
-@router.get("/services/{sid}")
-async def get_service(sid: int, c: Caller = Depends(user)) -> Response:
-    m = _ducc(c.m)
-    return answer(m.job_json(_job(m, c.p, sid, "service")))
-
-
-@router.delete("/services/{sid}")
-async def stop_service(sid: int, c: Caller = Depends(user)) -> Response:
-    m = _ducc(c.m)
-    _job(m, c.p, sid, "service")
-    j = await run(m, m.op_cancel(sid, "service"))
-    return answer(m.job_json(j))
+_kind_routes("job", "jobs", "Cancel a job: its processes are stopped (SIGTERM, then SIGKILL after kill_grace)")
+_kind_routes("reservation", "reservations", "Give a reservation back")
+_kind_routes("service", "services", "Stop a service")
 
 
 # -- operations -----------------------------------------------------------------------------------

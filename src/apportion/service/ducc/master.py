@@ -391,18 +391,15 @@ class DuccMaster(Master):
 
     def op_close_host(self, name: str, reclaim: bool) -> Callable[[Batch, float], HostPub]:
         """vary-off: fair-share work on it is evicted by the next cycle, nothing new goes there."""
-        def run(batch: Batch, now: float) -> HostPub:
-            h = _found(self.hosts, name, "host")
-            h.closed = True
-            batch.hosts[name] = h
-            self._dirty = True
-            return h
-        return run
+        return self._vary(name, closed=True)
 
     def op_open_host(self, name: str) -> Callable[[Batch, float], HostPub]:
+        return self._vary(name, closed=False)
+
+    def _vary(self, name: str, closed: bool) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
             h = _found(self.hosts, name, "host")
-            h.closed = False
+            h.closed = closed
             batch.hosts[name] = h
             self._dirty = True
             return h
