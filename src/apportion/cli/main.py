@@ -20,6 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(bench_app, name="bench")
+__import__("apportion.cli.bench_ducc_live", fromlist=["register"]).register(bench_app)  # bench ducc-live
 app.add_typer(import_app, name="import")
 app.add_typer(server_app, name="server")
 app.command(name="agent")(agent_command)
