@@ -550,12 +550,16 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     t.add_row("wall time (start to every job ended, checks done)", s(r["wall_s"]), "", "")
     t.add_row("  setup (master and agents up)", s(r["setup_s"]), "", "")
     t.add_row("  first submission to every job ended", s(r["run_s"]), "", "ok" if r["ended_in_time"] else bad)
+    lt = r["submission_late_s"]
+    t.add_row("  submissions sent late, median / max", f"{lt['median']:.2f} s / {lt['max']:.2f} s", "", "")
     t.add_row("jobs done", f"{st['jobs']['states'].get('done', 0)} / {r['jobs']}", str(r["jobs"]),
               ok if ck["every_job_done"] else bad)
     it = st["items"]
     t.add_row("items done once", f"{it['states'].get('done', 0):,} / {r['items']:,}", f"{r['items']:,}",
               ok if ck["every_item_done_once"] else bad)
     t.add_row("  items failed / rows wrong", f"{it['states'].get('failed', 0)} / {it['wrong']}", "0", "")
+    if it["stored_1ulp_off"]:
+        t.add_row("  item times stored 1 ulp off (SQLite REAL)", f"{it['stored_1ulp_off']:,}", "", "")
     t.add_row("processes started", f"{r['processes_started']:,}", "", "")
     t.add_row("evictions", f"{r['evictions']:,}" + (" (" + ", ".join(
         f"{k} {v}" for k, v in st["evictions_by_reason"].items()) + ")" if st["evictions_by_reason"] else ""),
