@@ -6,7 +6,10 @@ Quantum 1 GB throughout, so a machine of M GB has order M and a process of P GB 
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -295,3 +298,88 @@ def test_work_survives_a_master_restart(tmp_path: Path, db_url: str) -> None:
     finally:
         stop(m, agents)
 
+
+
+CLASSES = """
+Nodepool left  {{ nodefile = left.nodes }}
+Nodepool right {{ nodefile = right.nodes }}
+Class normal  {{ policy = FAIR_SHARE;  nodepool = {pool}; default = true }}
+Class fixed   {{ policy = FIXED_SHARE; nodepool = left;   default = true }}
+Class reserve {{ policy = RESERVE;     nodepool = left;   default = true }}
+"""
+
+
+def test_reconfigure_under_running_work_blacklists_what_no_longer_belongs(tmp_path: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "left.nodes").write_text("h0\n")
+    (tmp_path / "right.nodes").write_text("h1\n")
+    classes = tmp_path / "ducc.classes"
+    classes.write_text(CLASSES.format(pool="left"))
+    plan = "ducc:\n  classes: ducc.classes\n  properties: {ducc.rm.share.quantum: 1, ducc.rm.prediction: false}\n"
+    m = start_master(tmp_path, plan, extra=["--tick", "0.5"])
+    agents = {h: start_agent(m, h, tmp_path / h, extra=["--memory", "4"]) for h in ("h0", "h1")}
+    try:
+        with m.http() as c:
+            wait_until(lambda: len(c.get("/v1/hosts").json()["hosts"]) == 2, 30, "two agents")
+            jid = c.post("/v1/jobs", json={"memory": 1, "threads": 1, "work": list(range(300)),
+                                           "argv": worker(0.2)}).json()["id"]
+            wait_until(lambda: job(c, jid)["processes"].get("h0", 0) >= 2, 60, "the job on h0, its nodepool")
+            assert "h1" not in job(c, jid)["processes"]
+            classes.write_text(CLASSES.format(pool="right"))
+            version = c.post("/v1/reconfigure").json()["version"]
+            assert version == 2
+            wait_until(lambda: (p := job(c, jid)["processes"]).get("h1", 0) >= 1 and "h0" not in p, 60,
+                       "the job moved to h1, its new nodepool")
+            evicted = [e for e in events(c, job(c, jid)["client"]) if e["type"] == "evicted"]
+            assert {e["host"] for e in evicted if e["reason"] == "blacklist"} == {"h0"}, evicted
+            # a configuration that does not read is refused and the one in force stays
+            classes.write_text("Class broken {")
+            r = c.post("/v1/reconfigure")
+            assert r.status_code == 422 and "ducc.classes" in r.text, r.text
+            assert c.get("/v1/plan").json()["version"] == 2
+            c.delete(f"/v1/jobs/{jid}")
+    finally:
+        stop(m, agents)
+
+
+FAILS_ON_3 = [sys.executable, "-c", """
+import sys
+from apportion.client import work
+items = work()
+for n in items:
+    if n == 3:
+        items.fail("three is bad")
+    elif n == 5:
+        sys.exit(7)   # this process dies on item 5, each time
+"""]
+
+
+def test_failed_items_are_tried_again_then_reported_and_the_cli_shows_them(tmp_path: Path) -> None:
+    m, agents = ducc_master(tmp_path, {"h0": 4})
+    env = {**os.environ, "APPORTION_MASTER": m.url, "APPORTION_TOKEN": m.token}
+    cli = [sys.executable, "-m", "apportion.cli"]
+    try:
+        r = subprocess.run([*cli, "job", "submit", "--memory", "1", "--threads", "1", "--retries", "2", "--user",
+                            "ann", "--wait", "--json", *[f"--work={i}" for i in range(10)], "--", *FAILS_ON_3],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr  # it ended, and not done
+        end = json.loads(r.stdout)
+        assert end["state"] == "failed" and end["items"]["done"] == 8 and end["items"]["failed"] == 2, end
+        failed = {f["item"]: f for f in end["failed_items"]}
+        assert set(failed) == {3, 5} and all(f["attempts"] == 3 for f in failed.values()), failed
+        assert failed[3]["error"] == "three is bad" and "exit code 7" in failed[5]["error"], failed
+        listed = subprocess.run([*cli, "job", "list", "--user", "ann"], env=env, capture_output=True, text=True)
+        assert listed.returncode == 0 and "failed" in listed.stdout, listed.stdout
+        occ = json.loads(subprocess.run([*cli, "occupancy", "--json"], env=env, capture_output=True,
+                                        text=True).stdout)
+        assert occ["machines"][0]["order"] == 4
+        r = subprocess.run([*cli, "job", "submit", "--memory", "1", "--class", "nope", "--work", "1", "--", "true"],
+                           env=env, capture_output=True, text=True)
+        assert r.returncode == 1 and "nope is not a class" in r.stderr, r.stderr
+        off = subprocess.run([*cli, "host", "vary-off", "h0"], env=env, capture_output=True, text=True)
+        assert off.returncode == 0 and "varied off" in off.stdout
+        assert [o["state"] for o in json.loads(subprocess.run([*cli, "occupancy", "--json"], env=env,
+                                                              capture_output=True, text=True).stdout)["machines"]]\
+            == ["varied_off"]
+    finally:
+        stop(m, agents)

@@ -23,10 +23,19 @@ User = Annotated[str | None, typer.Option("--user", help="Whose work (an admin t
                                                           "submits as that user).")]
 
 
+def _item(text: str) -> Any:
+    """An item as given: its JSON value if it is JSON (3, {"a": 1}, "x"), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def _items(work: list[str], work_file: Path | None) -> list[Any]:
-    """``--work`` items, or a file's: a JSON list, else one item a line (JSON if it parses, else text)."""
+    """``--work`` items, or a file's: a JSON list, else one item a line; each item is its
+    JSON value if it is JSON, else the text."""
     if work_file is None:
-        return list(work)
+        return [_item(w) for w in work]
     text = _read(work_file)
     try:
         value = json.loads(text)
@@ -34,15 +43,7 @@ def _items(work: list[str], work_file: Path | None) -> list[Any]:
             return value
     except ValueError:
         pass
-    items = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            items.append(json.loads(line))
-        except ValueError:
-            items.append(line)
-    return items
+    return [_item(line) for line in text.splitlines() if line.strip()]
 
 
 def _job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
@@ -83,8 +84,8 @@ def job_submit(
     max_processes: Annotated[int | None, typer.Option("--max-processes", min=1, help="At most this many "
                                                                                     "processes.")] = None,
     threads: Annotated[int, typer.Option("--threads", min=1, help="Items a process holds at once.")] = 4,
-    work: Annotated[list[str], typer.Option("--work", help="A work item (repeat it).")] = [],  # noqa: B006
-    work_file: Annotated[Path | None, typer.Option("--work-file", help="Work items: a JSON list, or one a line.")]
+    work: Annotated[list[str], typer.Option("--work", help="A work item (repeat it); JSON if it parses (3 is a number), else text.")] = [],  # noqa: B006
+    work_file: Annotated[Path | None, typer.Option("--work-file", help="Work items: a JSON list, or one a line (JSON if it parses, else text).")]
     = None,
     retries: Annotated[int, typer.Option("--retries", min=0, help="Tries of a failed item before it fails for "
                                                                  "good.")] = 3,
@@ -100,6 +101,7 @@ def job_submit(
     j = _run(master, token_file, json_out and not wait,
              lambda api: api.submit_job(items, command, memory=memory, cls=cls, max_processes=max_processes,
                                         threads=threads, user=user, retries=retries),
+             (lambda v: None) if wait and json_out else
              lambda v: out.print(f"job {v['id']} submitted: {len(items)} item(s), class {v['class']}, "
                                  f"state {v['state']}", highlight=False))
     if wait:

@@ -15,7 +15,8 @@ def detail_of(e: ApiError) -> Any:
     if e.status != 422:
         return e.detail
     if isinstance(e.detail, list):  # plan problems: each with its field and line
-        return [{"loc": ["body", *p["field"].split(".")], "msg": p["msg"], "type": "plan", "line": p["line"]}
+        return [{"loc": ["body", *p["field"].split(".")], "msg": p["msg"], "type": "plan", "line": p["line"],
+                 **({"file": p["file"]} if p.get("file") else {})}  # a DUCC plan's problems may be in its files
                 for p in e.detail]
     field, _, reason = str(e.detail).partition(": ")
     return [{"loc": [e.where, field], "msg": f"{field}: {reason}" if reason else field, "type": "value_error"}]

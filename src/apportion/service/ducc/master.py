@@ -353,8 +353,8 @@ class DuccMaster(Master):
                     self._end_job(j, "failed", f"{n} processes ended before they initialised "
                                                f"(last exit code {a.exit_code})", batch, now)
             if a.exit_code not in (0, None) or a.signal is not None:
-                self._share_gone(s, batch, now, crashed=f"its process on {s.host} ended with exit code "
-                                                        f"{a.exit_code} signal {a.signal}")
+                how = f"exit code {a.exit_code}" if a.signal is None else f"signal {a.signal}"
+                self._share_gone(s, batch, now, crashed=f"its process on {s.host} ended with {how}")
                 return
         self._share_gone(s, batch, now)
 
