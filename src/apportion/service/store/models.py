@@ -153,7 +153,7 @@ class ItemRow(Base):
     __tablename__ = "job_items"
     job: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    item: Mapped[Any] = mapped_column(JSON)
+    item: Mapped[str] = mapped_column(Text)  # the item as JSON text: SQLite's JSON column rounds bare floats
     state: Mapped[str] = mapped_column(String(8))  # queued | flight | done | failed
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     share: Mapped[int | None] = mapped_column(Integer, nullable=True)  # in flight on, or done by

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -173,7 +174,8 @@ class StoreWriter:
             items: dict[int, list[tuple[int, Any, str, int, int | None, str | None]]] = {}
             for r in c.execute(select(ItemRow.job, ItemRow.idx, ItemRow.item, ItemRow.state, ItemRow.attempts,
                                       ItemRow.share, ItemRow.error).order_by(ItemRow.job, ItemRow.idx)):
-                items.setdefault(r.job, []).append((r.idx, r.item, r.state, r.attempts, r.share, r.error))
+                items.setdefault(r.job, []).append((r.idx, json.loads(r.item), r.state, r.attempts, r.share,
+                                                    r.error))
             shares = [SharePub(r.id, r.job, r.host, r.order, r.activity, r.started_at, r.cycle, r.initialized_at,
                                r.evicted, r.gone_cycle, r.gone_at)
                       for r in c.execute(select(ShareRow).where(ShareRow.gone_cycle.is_(None)).order_by(ShareRow.id))]

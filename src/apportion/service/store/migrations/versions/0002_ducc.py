@@ -45,7 +45,7 @@ def upgrade() -> None:
         "job_items",
         sa.Column("job", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("idx", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("item", sa.JSON(), nullable=True),
+        sa.Column("item", sa.Text(), nullable=False),
         sa.Column("state", sa.String(length=8), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("share", sa.Integer(), nullable=True),
