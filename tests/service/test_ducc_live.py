@@ -33,7 +33,7 @@ SERVICE = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]
 
 
 def ducc_master(tmp: Path, hosts: dict[str, float], db: str | None = None) -> tuple[Master, dict[str, Any]]:
-    m = start_master(tmp, PLAN, db=db, extra=["--tick", "0.5"])
+    m = start_master(tmp, PLAN, db=db, extra=["--tick", "0.5", "--kill-grace", "5"])
     agents = {name: start_agent(m, name, tmp / name, extra=["--memory", str(gb)]) for name, gb in hosts.items()}
     with m.http() as c:
         wait_until(lambda: {h["name"] for h in c.get("/v1/hosts").json()["hosts"] if h["state"] == "ok"}
@@ -102,6 +102,11 @@ def test_second_user_evicts_by_least_investment_and_every_item_is_done_once(tmp_
                     assert e["kept_least"] is None or e["investment"] <= e["kept_least"], e
             all_done_once(m, c, a, 200)
             all_done_once(m, c, b, 200)
+            # a done job's processes learn it from their next request and exit by themselves
+            bobs = wait_until(lambda: (x := [act for act in c.get("/v1/activities").json()["activities"]
+                                             if act.get("job") == b]) and all(act["state"] == "exited" for act in x)
+                              and x, 30, "bob's processes ended")
+            assert all(act["exit_code"] == 0 and not act["stop_reason"] for act in bobs), bobs
     finally:
         stop(m, agents)
 

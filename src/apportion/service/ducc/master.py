@@ -28,6 +28,7 @@ The same task, queue, store, events, tokens and agents as the EGO master
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -76,6 +77,9 @@ class DuccMaster(Master):
         self.user_clients = {c.name[5:]: c.id for c in self.clients.values() if c.name.startswith("user:")}
         self._dirty = True
         self._last_schedule = 0.0
+        # jobs that ended while processes still ran: stopped if still there after kill_grace
+        self._finishing: dict[int, float] = {j.id: time.time() + self.settings.kill_grace
+                                             for j in self.jobs.values() if j.ended and self.job_shares.get(j.id)}
         self.schedule_seconds: list[float] = []  # the engine's time per cycle (the last 10,000)
         # processes not yet started by their agent get a new process token (only digests are stored)
         batch = Batch()
@@ -138,7 +142,7 @@ class DuccMaster(Master):
 
     # -- the cycle --------------------------------------------------------------------------
     def _next_deadline(self) -> float | None:
-        return None
+        return min(self._finishing.values(), default=None)
 
     def _state(self, now: float) -> api.DuccState:
         hb = max(self.settings.heartbeat, 1e-3)
@@ -182,6 +186,8 @@ class DuccMaster(Master):
 
     def _cycle(self, batch: Batch, now: float) -> Any:
         self._check_hosts(batch, now)
+        if self._finishing:
+            self._stop_stragglers(batch, now)
         if not self._dirty and now - self._last_schedule < self.settings.tick:
             return None
         self._dirty = False
@@ -469,8 +475,9 @@ class DuccMaster(Master):
             batch.jobs[j.id] = j
             if kind == "job":
                 book = self.books[j.id] = WorkBook.new(j.id, work, retries)
-                batch.new_items.extend({"job": j.id, "idx": i, "item": item, "state": "queued", "attempts": 0,
-                                        "share": None, "error": None} for i, item in enumerate(book.items))
+                batch.new_items.extend({"job": j.id, "idx": i, "item": json.dumps(item), "state": "queued",
+                                        "attempts": 0, "share": None, "error": None}
+                                       for i, item in enumerate(book.items))
             self._event(batch, client, {"type": "job", "job": j.id, "state": "waiting", "reason": "submitted",
                                         "kind": kind})
             self._dirty = True
@@ -478,17 +485,41 @@ class DuccMaster(Master):
         return run
 
     def _end_job(self, j: JobPub, state: str, reason: str, batch: Batch, now: float) -> None:
+        """A job ends. Cancelled: its processes are stopped now. Done or failed: each learns it
+        from its next request for work and exits by itself; one still running ``kill_grace``
+        seconds later is stopped (SIGTERM, then SIGKILL)."""
         j.state, j.reason, j.ended_at = state, reason, now
         batch.jobs[j.id] = j
         self._event(batch, j.client, {"type": "job", "job": j.id, "state": state, "reason": reason})
+        if state == "cancelled":
+            self._stop_job(j, batch, now)
+        else:
+            self._finishing[j.id] = now + self.settings.kill_grace
+            for s in list(self.job_shares.get(j.id, {}).values()):
+                a = self.activities.get(s.activity) if s.activity is not None else None
+                if a is None or not a.live:
+                    self._share_gone(s, batch, now)
+        self._dirty = True
+
+    def _stop_job(self, j: JobPub, batch: Batch, now: float) -> None:
+        self._finishing.pop(j.id, None)
         for s in list(self.job_shares.get(j.id, {}).values()):
             a = self.activities.get(s.activity) if s.activity is not None else None
             if a is not None and a.live:
                 if not a.stop:
-                    self._stop(a, f"job {state}", batch)
+                    self._stop(a, f"job {j.state}", batch)
             else:
                 self._share_gone(s, batch, now)
-        self._dirty = True
+
+    def _stop_stragglers(self, batch: Batch, now: float) -> None:
+        """Processes of ended jobs that did not exit by themselves in time are stopped."""
+        for jid, deadline in list(self._finishing.items()):
+            if deadline <= now:
+                j = self.jobs.get(jid)
+                if j is not None:
+                    self._stop_job(j, batch, now)
+                else:
+                    del self._finishing[jid]
 
     def op_cancel(self, jid: int, kind: str | None = None) -> Callable[[Batch, float], JobPub]:
         def run(batch: Batch, now: float) -> JobPub:
