@@ -328,3 +328,42 @@ def _render_plan_change(console: Console, machine: dict, r: dict) -> None:
     t.add_row("removed at once", f"{r['removed']:,}", "0", "")
     t.add_row("settle after the change", f"{r['settle_after_cycles']} cycles, {_s(r['settle_after_s'])}", "", "")
     console.print(t)
+
+
+@bench_app.command("dask")
+def dask(
+    agents: int = typer.Option(8, "--agents", min=1, help="Agents (real processes, each its own)."),
+    slots: int = typer.Option(4, "--slots-per-agent", min=1, help="Slots each agent offers."),
+    workers: int = typer.Option(32, "--workers", min=1, help="adapt(maximum=...): the workers to reach."),
+    reclaim: int = typer.Option(16, "--reclaim", min=1, help="Slots the rival consumer (larger share) asks for."),
+    grace: float = typer.Option(10.0, "--grace", min=0.1, help="/dask's grace period, seconds."),
+    tasks: int = typer.Option(1280, "--tasks", min=1, help="Tasks in the workload."),
+    task_seconds: float = typer.Option(0.25, "--task-seconds", min=0.0, help="Seconds each task sleeps."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the work directory (logs, SQLite file)."),
+    json_out: bool = _JSON,
+) -> None:
+    """Dask on the live service: adapt() from 0 to N workers under a workload, then a reclaim of
+    half of them by a consumer with a larger share; time to scale up, time to complete the reclaim,
+    workers stopped by force."""
+    import importlib
+
+    from apportion.bench.dask_bench import DaskBenchSpec, render, run
+    from apportion.bench.machine import machine_info
+
+    try:
+        importlib.import_module("distributed")
+    except ImportError as e:
+        Console(stderr=True).print(f"apportion bench dask needs Dask: pip install 'apportion[dask]' ({e})")
+        raise typer.Exit(2) from None
+    errc = Console(stderr=True)
+
+    def progress(msg: str) -> None:
+        if not json_out:
+            errc.print(f"[dim]{msg}[/]", highlight=False)
+
+    spec = _spec(DaskBenchSpec, agents=agents, slots_per_agent=slots, workers=workers, reclaim=reclaim,
+                 grace=grace, tasks=tasks, task_seconds=task_seconds, keep=keep)
+    result = run(spec, progress)
+    _emit(machine_info(), result, json_out, render)
+    if not result["ok"]:
+        raise typer.Exit(1)
