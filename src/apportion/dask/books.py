@@ -126,14 +126,15 @@ class Books:
         self.quiet_until[host] = now + min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (n - 1))
 
     # -- what is where ------------------------------------------------------------------
+    # (list() first: other threads read these while the cluster's loop adds workers)
     def active(self) -> list[DaskWorker]:
-        return [w for w in self.workers.values() if w.active]
+        return [w for w in list(self.workers.values()) if w.active]
 
     def live(self) -> list[DaskWorker]:
-        return [w for w in self.workers.values() if w.live]
+        return [w for w in list(self.workers.values()) if w.live]
 
     def on(self, host: str) -> list[DaskWorker]:
-        return [w for w in self.workers.values() if w.host == host and w.live]
+        return [w for w in list(self.workers.values()) if w.host == host and w.live]
 
     def unused(self, held: Mapping[str, int]) -> dict[str, int]:
         """Held slots per host that no staying worker uses and that are not being given back."""

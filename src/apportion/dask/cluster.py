@@ -72,10 +72,12 @@ class ReclaimRecord:
     released_at: float | None = None  # when the slots were released (Unix seconds)
     released: int = 0
     forced: list[str] = field(default_factory=list)  # workers that had to be stopped by a signal
+    taken: int = 0  # slots the master took at the deadline (``removed``) instead
 
     @property
     def in_time(self) -> bool:
-        return self.released_at is not None and self.released_at <= self.deadline
+        """Given back before the deadline, nothing taken by force."""
+        return self.released_at is not None and self.released_at <= self.deadline and self.taken == 0
 
 
 class ApportionCluster(Cluster):
@@ -294,6 +296,11 @@ class ApportionCluster(Cluster):
         self.lost.append({"kind": kind, "host": host, "slots": slots, "at": e.get("at"), "workers": workers,
                           "reason": e.get("reason")})
         self._log(f"{kind}: {slots} slot(s) on {host} ({e.get('reason')}); workers there: {workers}")
+        if kind == "removed":
+            for rec in self.reclaims:
+                if rec.host == host and rec.released_at is None:
+                    rec.taken += slots
+                    break
         if kind == "lost":
             self.books.forget_host(host)
             for w in self.books.workers.values():
@@ -364,8 +371,12 @@ class ApportionCluster(Cluster):
         until = time.monotonic() + left - min(self._retire_margin, max(0.0, left) * 0.25)
         rec.forced = await self._retire(victims, until, why="reclaim")
         async with self._lock:
-            held = int((await self._api.allocation(self.allocation_id)).get("hosts", {}).get(rec.host, 0))
-            n = min(rec.slots, held)
+            alloc = await self._api.allocation(self.allocation_id)
+            held = int((alloc.get("hosts") or {}).get(rec.host, 0))
+            # only what is still being reclaimed there: a release meanwhile (a scale-down) may have
+            # given the reclaimed slots back already, and a cancelled reclaim wants nothing
+            pending = sum(int(r["slots"]) for r in alloc.get("reclaiming") or [] if r["host"] == rec.host)
+            n = min(rec.slots, held, pending)
             if n > 0:  # (an empty slots map would release everything)
                 await self._api.release(self.allocation_id, slots={rec.host: n})
             self.books.released(rec.host, giving)
