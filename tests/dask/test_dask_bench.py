@@ -37,3 +37,13 @@ def test_a_spec_that_cannot_fit_is_refused_with_the_option_named() -> None:
         DaskBenchSpec(agents=1, slots_per_agent=2, workers=4)
     out = CliRunner().invoke(app, ["bench", "dask", "--agents", "1", "--slots-per-agent", "2", "--workers", "4"])
     assert out.exit_code == 2 and "must fit" in out.output
+
+
+def test_worker_start_costs_are_measured_for_each_kind() -> None:
+    from apportion.bench.dask_bench import WORKER_KINDS, worker_starts
+
+    r = worker_starts(2, idle_s=0.2)
+    assert [k["kind"] for k in r["kinds"]] == list(WORKER_KINDS)
+    for k in r["kinds"]:
+        assert k["workers"] == 2 and 0 < k["all_connected_s"] < 60, k
+        assert k["cpu_per_worker_s"] > 0 and k["idle_cpu_percent"] >= 0, k

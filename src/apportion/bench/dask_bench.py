@@ -18,6 +18,11 @@ Figures:
    signal from the master at the deadline, or from the cluster: the target is 0).
 3. The workload's results are checked (every task's value), so the figures are those of
    a computation that went through both without loss.
+
+``worker_starts`` (``--worker-start``) measures what starting a worker costs, without
+the master: N processes of each way to start one, all at once against a scheduler in
+this process, until all are connected; the CPU each used by then, and what N idle
+workers cost afterwards.
 """
 
 from __future__ import annotations
@@ -246,6 +251,96 @@ def _measure(spec: DaskBenchSpec, cluster: Any, client: Any, api: Any, psutil: A
     }
     return {"scale_up": up, "reclaim": reclaim, "workload": workload, "targets": targets,
             "ok": right and scaled}
+
+
+WORKER_KINDS: dict[str, tuple[list[str], bool]] = {
+    # name: (argv after the interpreter, ADDR and NAME filled in; whether LEAN_WORKER_ENV is set)
+    "dask worker (nanny)": (["-m", "distributed.cli.dask_worker", "ADDR", "--nthreads", "1", "--no-dashboard",
+                             "--name", "NAME"], False),
+    "dask worker --no-nanny": (["-m", "distributed.cli.dask_worker", "ADDR", "--nthreads", "1", "--no-dashboard",
+                                "--no-nanny", "--name", "NAME"], False),
+    "python -m apportion.dask.worker": (["-m", "apportion.dask.worker", "ADDR", "--name-prefix", "NAME"], True),
+}
+
+
+def worker_starts(n: int = 32, idle_s: float = 3.0, progress: Callable[[str], None] | None = None
+                  ) -> dict[str, Any]:
+    """Start ``n`` workers of each kind at once; -> per kind: seconds until all connected,
+    CPU seconds per worker process tree by then, and the idle CPU of the ``n`` (% of a core)."""
+    import asyncio
+    import os
+    import subprocess
+
+    import psutil
+    from distributed import Scheduler
+
+    from apportion.bench.machine import source_revision
+    from apportion.dask.cluster import LEAN_WORKER_ENV
+
+    say = progress or (lambda _m: None)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+
+    def tree_cpu(procs: list[subprocess.Popen[bytes]]) -> list[float]:
+        out = []
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                top = psutil.Process(p.pid)
+                out.append(sum(sum(q.cpu_times()[:2]) for q in [top, *top.children(recursive=True)]))
+        return out
+
+    async def one(kind: str, argv: list[str], lean: bool) -> dict[str, Any]:
+        env = {**os.environ, **(LEAN_WORKER_ENV if lean else {})}
+        async with Scheduler(host="127.0.0.1", port=0, dashboard=False, dashboard_address="127.0.0.1:0") as s:
+            scratch = Path(tempfile.mkdtemp(prefix="apportion-bench-worker-"))
+            started = time.monotonic()
+            procs = [subprocess.Popen([sys.executable, *[a.replace("ADDR", s.address).replace("NAME", f"w{i}")
+                                                         for a in argv]], env=env, cwd=scratch,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                     for i in range(n)]
+            try:
+                while len(s.workers) < n and time.monotonic() - started < 120:
+                    await asyncio.sleep(0.01)
+                connected = len(s.workers)
+                all_s = time.monotonic() - started
+                cpu = tree_cpu(procs)
+                await asyncio.sleep(idle_s)
+                idle = (sum(tree_cpu(procs)) - sum(cpu)) / idle_s
+                await s.retire_workers(close_workers=True, remove=True)
+                for p in procs:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        await asyncio.to_thread(p.wait, 20)
+            finally:
+                for p in procs:
+                    if p.poll() is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(p.pid, 9)
+                shutil.rmtree(scratch, ignore_errors=True)
+        return {"kind": kind, "workers": connected, "all_connected_s": round(all_s, 3) if connected == n else None,
+                "cpu_per_worker_s": round(sum(cpu) / len(cpu), 3) if cpu else None,
+                "idle_cpu_percent": round(100 * idle, 1)}
+
+    rows = []
+    for kind, (argv, lean) in WORKER_KINDS.items():
+        say(f"{n} x {kind}")
+        rows.append(asyncio.run(one(kind, argv, lean)))
+    return {"workers": n, "idle_s": idle_s, "kinds": rows, "revision": source_revision(whole=True)}
+
+
+def render_worker_starts(console: Any, machine: dict, r: dict) -> None:
+    from rich.table import Table
+
+    from apportion.bench.service_bench import machine_line
+
+    console.print(f"[bold]machine[/]: {machine_line(machine)}", highlight=False)
+    console.print(f"[bold]revision[/]: {r['revision'].get('commit') or 'unknown'}", highlight=False)
+    t = Table(title=f"apportion bench dask --worker-start: {r['workers']} workers started at once")
+    for col in ("worker", "all connected", "CPU per worker", f"{r['workers']} idle workers"):
+        t.add_column(col, justify="left" if col == "worker" else "right")
+    for k in r["kinds"]:
+        t.add_row(k["kind"], "-" if k["all_connected_s"] is None else f"{k['all_connected_s']:.2f} s",
+                  "-" if k["cpu_per_worker_s"] is None else f"{k['cpu_per_worker_s']:.2f} s",
+                  f"{k['idle_cpu_percent']:.0f}% of a core")
+    console.print(t)
 
 
 def render(console: Any, machine: dict, r: dict) -> None:

@@ -340,6 +340,9 @@ def dask(
     tasks: int = typer.Option(1280, "--tasks", min=1, help="Tasks in the workload."),
     task_seconds: float = typer.Option(0.25, "--task-seconds", min=0.0, help="Seconds each task sleeps."),
     keep: bool = typer.Option(False, "--keep", help="Keep the work directory (logs, SQLite file)."),
+    worker_start: bool = typer.Option(False, "--worker-start", help="Instead: what starting a worker costs; "
+                                      "--workers workers of each kind (dask worker with and without a nanny, "
+                                      "apportion.dask.worker) at once against a local scheduler, no master."),
     json_out: bool = _JSON,
 ) -> None:
     """Dask on the live service: adapt() from 0 to N workers under a workload, then a reclaim of
@@ -347,7 +350,7 @@ def dask(
     workers stopped by force."""
     import importlib
 
-    from apportion.bench.dask_bench import DaskBenchSpec, render, run
+    from apportion.bench.dask_bench import DaskBenchSpec, render, render_worker_starts, run, worker_starts
     from apportion.bench.machine import machine_info
 
     try:
@@ -361,6 +364,9 @@ def dask(
         if not json_out:
             errc.print(f"[dim]{msg}[/]", highlight=False)
 
+    if worker_start:
+        _emit(machine_info(), worker_starts(workers, progress=progress), json_out, render_worker_starts)
+        return
     spec = _spec(DaskBenchSpec, agents=agents, slots_per_agent=slots, workers=workers, reclaim=reclaim,
                  grace=grace, tasks=tasks, task_seconds=task_seconds, keep=keep)
     result = run(spec, progress)
