@@ -356,7 +356,8 @@ def dask(
     try:
         importlib.import_module("distributed")
     except ImportError as e:
-        Console(stderr=True).print(f"apportion bench dask needs Dask: pip install 'apportion[dask]' ({e})")
+        Console(stderr=True).print(f"apportion bench dask needs Dask: pip install 'apportion[dask]' ({e})",
+                                   markup=False, highlight=False)
         raise typer.Exit(2) from None
     errc = Console(stderr=True)
 

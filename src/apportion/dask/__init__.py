@@ -30,7 +30,7 @@ def __getattr__(name: str) -> Any:
         try:
             module = importlib.import_module(f"apportion.dask.{_LAZY[name]}")
         except ImportError as e:
-            if e.name in ("dask", "distributed") or "dask" in str(e):
+            if (e.name or "").split(".")[0] in ("dask", "distributed"):
                 raise ImportError(f"apportion.dask needs Dask: pip install 'apportion[dask]' ({e})") from e
             raise
         return getattr(module, name)
