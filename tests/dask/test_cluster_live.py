@@ -40,7 +40,7 @@ def cluster_on(pool: Pool, **kwargs) -> ApportionCluster:
 
 
 def test_a_consumer_the_plan_does_not_know_is_a_clear_error(pool: Pool) -> None:
-    with pytest.raises(RuntimeError, match="the master refused /nope: .*422.*not a consumer of the plan"):
+    with pytest.raises(RuntimeError, match="no allocation for /nope: .*422.*not a consumer of the plan"):
         ApportionCluster("/nope", master=pool.master.url, token=pool.master.token)
 
 

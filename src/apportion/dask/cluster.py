@@ -184,7 +184,7 @@ class ApportionCluster(Cluster):
             await self._api.aclose()
             await self.scheduler.close()
             self._api, self.scheduler = None, None
-            raise RuntimeError(f"ApportionCluster: the master refused {self.consumer}: {e}") from e
+            raise RuntimeError(f"ApportionCluster: no allocation for {self.consumer}: {e}") from e
         self.allocation_id = int(alloc["id"])
         self._asked = self._demand(self._wanted)
         self.scheduler_comm = rpc(self.scheduler.address)
@@ -261,6 +261,10 @@ class ApportionCluster(Cluster):
                             raise
                         log.warning("ApportionCluster %s: %s; trying again", self.name, e)
                         self._dirty = True
+                    except Exception:  # noqa: BLE001 - the manager must outlive one bad round
+                        log.exception("ApportionCluster %s: reading the allocation failed; trying again", self.name)
+                        self._dirty = True
+                        await asyncio.sleep(TICK)
                 self._poke()
 
     @staticmethod
