@@ -27,7 +27,7 @@ def test_a_short_run_reaches_its_workers_and_gives_back_half_without_force() -> 
     assert up["worker_cpu_mean_s"] > 0
     assert rc["reclaimed_slots"] == 2 and rc["workers_retired"] == 2 and rc["workers_after"] == 2
     assert rc["released_in_time"] and rc["forced"] == 0 and rc["removed_events"] == 0
-    assert rc["heard_s"] <= rc["released_s"] <= rc["complete_s"] < 10
+    assert rc["heard_s"] <= rc["released_s"] and rc["complete_s"] < 10
     assert r["workload"]["right"] and r["ok"] and r["close_ended_all"]
     assert r["targets"]["forced"]["met"]
 
