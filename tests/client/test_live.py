@@ -106,6 +106,10 @@ def test_register_allocate_granted_event_cli_and_release(cluster, tmp_path):
             seen = [stream.next(timeout=20) for _ in range(3)]  # starting, running, exited: in order
             assert [e["state"] for e in seen if e["type"] == "activity"][-1] == "exited"
 
+            held = api.allocation(alloc["id"])["held"]
+            with pytest.raises(ApportionError) as empty:  # an empty map is refused, never "everything"
+                api.release(alloc["id"], slots={})
+            assert empty.value.status == 422 and api.allocation(alloc["id"])["held"] == held > 0
             api.release(alloc["id"])
             wait_until(lambda: api.allocation(alloc["id"])["held"] == 0, 20, "the slots given back")
             api.delete(alloc["id"])

@@ -122,7 +122,7 @@ class Endpoints:
         body: dict[str, Any] = {"blocked": blocked} if blocked else {}
         if hosts is not None:
             body["hosts"] = list(hosts)
-        if slots:
+        if slots is not None:  # an empty map is sent, and refused: it never means "everything"
             body["slots"] = dict(slots)
         return self._send(Call("POST", f"/v1/allocations/{int(allocation)}/release", json=body))
 

@@ -36,6 +36,14 @@ class Activity(TypedDict, total=False):
     state: str
     exit_code: int | None
     signal: int | None
+    slots: int
+    argv: list[str]
+    pid: int | None
+    stopping: bool
+    stop_reason: str | None
+    created_at: float
+    ended_at: float | None
+    job: int  # DUCC: the job (or service) whose process it is
 
 
 class Output(TypedDict):

@@ -37,8 +37,7 @@ from distributed.core import Status, rpc
 from distributed.deploy.cluster import Cluster
 from distributed.scheduler import Scheduler
 
-from apportion.client import ApportionError, AsyncClient
-from apportion.client._config import master_urls
+from apportion.client import ApportionError, AsyncClient, master_urls
 from apportion.dask.adaptive import ApportionAdaptive
 from apportion.dask.books import Books, DaskWorker
 from apportion.dask.net import scheduler_host_for
@@ -381,7 +380,7 @@ class ApportionCluster(Cluster):
             # given the reclaimed slots back already, and a cancelled reclaim wants nothing
             pending = sum(int(r["slots"]) for r in alloc.get("reclaiming") or [] if r["host"] == rec.host)
             n = min(rec.slots, held, pending)
-            if n > 0:  # (an empty slots map would release everything)
+            if n > 0:  # (an empty slots map is refused)
                 await self._api.release(self.allocation_id, slots={rec.host: n})
             self.books.released(rec.host, giving)
         rec.released, rec.released_at = n, time.time()
