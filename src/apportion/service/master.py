@@ -414,10 +414,6 @@ class Master:
         """Whether a consumer token may be scoped to ``consumer``."""
         return consumer in self.consumers
 
-    def engine_consumers(self) -> set[str]:
-        """The consumers of the plan in force (its paths; the plan object is immutable)."""
-        return set(self.consumers)
-
     def free_on(self, host: str) -> int:
         h = self.hosts.get(host)
         if h is None or h.state != "ok":
@@ -426,9 +422,13 @@ class Master:
         return max(0, h.slots - self.host_used.get(host, 0) - fenced)
 
     # -- hosts ------------------------------------------------------------------------
+    def _missed_limit(self) -> int:
+        """Heartbeats a host's agent may miss before the host is down (DUCC: node stability)."""
+        return self.settings.missed
+
     def _check_hosts(self, batch: Batch, now: float) -> None:
-        """Hosts whose agent missed ``missed`` heartbeats go down: their allocations are lost."""
-        limit = now - self.settings.missed * self.settings.heartbeat
+        """Hosts whose agent missed too many heartbeats go down: what runs there is lost."""
+        limit = now - self._missed_limit() * self.settings.heartbeat
         for h in self.hosts.values():
             if h.state != "down" and h.last_seen < limit:
                 log.warning("host %s: no heartbeat for %.1f s: down", h.name, now - h.last_seen)
@@ -639,12 +639,16 @@ class Master:
             if h.state == "ok":
                 self._set_state(h, "closed", batch)
             if reclaim:
-                s = self.engine.state
-                for rid in sorted({a.request for a in s.by_host.get(name, {}).values()}):
-                    gone = self.engine.release_hosts(rid, [name])
-                    self._alloc_event(batch, rid, "removed", host=name, slots=gone, reason="host closed with reclaim")
+                self._take_back(name, batch)
             return h
         return run
+
+    def _take_back(self, name: str, batch: Batch) -> None:
+        """Close with reclaim: every allocation gives back what it holds on ``name``."""
+        s = self.engine.state
+        for rid in sorted({a.request for a in s.by_host.get(name, {}).values()}):
+            gone = self.engine.release_hosts(rid, [name])
+            self._alloc_event(batch, rid, "removed", host=name, slots=gone, reason="host closed with reclaim")
 
     def op_open_host(self, name: str) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
@@ -721,17 +725,10 @@ class Master:
     def op_agent_register(self, name: str, slots: int, memory: float, os_name: str, attributes: dict[str, Any],
                           running: list[int]) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
-            h = self.hosts.get(name)
-            if h is None or (h.slots, h.memory, h.attributes) != (slots, memory, attributes):
-                if h is None:
-                    h = HostPub(name, slots, memory, os_name, attributes, "ok", False, now, True)
-                    self.hosts[name] = h
-                else:
-                    h.slots, h.memory, h.os, h.attributes = slots, memory, os_name, attributes
-                    h.state = "closed" if h.closed else "ok"
+            h, changed = self._reported_host(name, slots, memory, os_name, attributes, batch, now)
+            if changed:
+                h.state = "closed" if h.closed else "ok"
                 self._replan = True
-            h.last_seen, h.reported = now, True
-            batch.hosts[name] = h
             if h.state == "down" or name not in self.engine.state.hosts or \
                     self.engine.state.hosts[name].state is HostState.DOWN:
                 if not self._replan:
@@ -741,6 +738,19 @@ class Master:
             self._reconcile(name, running, batch, now)
             return h
         return run
+
+    def _reported_host(self, name: str, slots: int, memory: float, os_name: str, attributes: dict[str, Any],
+                       batch: Batch, now: float) -> tuple[HostPub, bool]:
+        """The host as its agent reports it (new, or with its facts updated); whether its facts changed."""
+        h = self.hosts.get(name)
+        changed = h is None or (h.slots, h.memory, h.attributes) != (slots, memory, attributes)
+        if h is None:
+            h = self.hosts[name] = HostPub(name, slots, memory, os_name, attributes, "ok", False, now, True)
+        elif changed:
+            h.slots, h.memory, h.os, h.attributes = slots, memory, os_name, attributes
+        h.last_seen, h.reported = now, True
+        batch.hosts[name] = h
+        return h, changed
 
     def _reconcile(self, name: str, running: list[int], batch: Batch, now: float) -> None:
         """What the master has running on ``name`` that its agent no longer runs has ended."""

@@ -40,7 +40,7 @@ from apportion.engine.ducc.config import DuccConfig, Policy
 from apportion.plan import PlanError
 from apportion.service.ducc.plan import compile_ducc_plan
 from apportion.service.ducc.work import WorkBook
-from apportion.service.master import ApiError, Master, _found
+from apportion.service.master import ApiError, Master
 from apportion.service.published import ActivityPub, ClientPub, HostPub, JobPub, SharePub
 from apportion.service.store.writer import Batch, Snapshot, digest, new_token
 
@@ -97,10 +97,6 @@ class DuccMaster(Master):
         raise ApiError(409, EGO_ONLY)
 
     op_create_allocation = op_change_allocation = op_release = op_delete = op_start_activity = _refuse
-
-    def engine_consumers(self) -> set[str]:
-        """A consumer token in a DUCC master names a user: ``/USER``."""
-        return {f"/{u}" for u in self.config.users} | {c.consumer for c in self.clients.values()}
 
     def valid_consumer(self, consumer: str) -> bool:
         return consumer == "/" or (consumer.count("/") == 1 and len(consumer) > 1)
@@ -215,11 +211,7 @@ class DuccMaster(Master):
             if s is None:
                 continue
             if e.reason == "node-dead":
-                a = self.activities.get(s.activity) if s.activity is not None else None
-                if a is not None and a.live:
-                    self._end(a, "lost", None, None, batch, now)
-                else:
-                    self._share_gone(s, batch, now)
+                self._leave(s, batch, now, lost=True)
                 continue
             s.evicted = e.reason
             batch.shares[s.id] = s
@@ -228,20 +220,11 @@ class DuccMaster(Master):
                 self._event(batch, j.client, {"type": "evicted", "job": j.id, "share": s.id, "host": s.host,
                                               "reason": e.reason, "activity": s.activity,
                                               **self._investments(s, leaving)})
-            a = self.activities.get(s.activity) if s.activity is not None else None
-            if a is not None and a.live:
-                if not a.stop:
-                    self._stop(a, f"evicted: {e.reason}", batch)
-            else:
-                self._share_gone(s, batch, now)
+            self._leave(s, batch, now, stop=f"evicted: {e.reason}")
         for lost in d.lost:
             s = self.shares.get(lost.share_id)
             if s is not None:
-                a = self.activities.get(s.activity) if s.activity is not None else None
-                if a is not None and a.live:
-                    self._end(a, "lost", None, None, batch, now)
-                else:
-                    self._share_gone(s, batch, now)
+                self._leave(s, batch, now, lost=True)
         for n in d.new:
             j = self.jobs.get(int(n.job))
             if j is None or j.ended:
@@ -314,9 +297,8 @@ class DuccMaster(Master):
         if book is not None and book.give_back(s.id, crashed):
             self._items_into(book, batch)
             j = self.jobs.get(s.job)
-            if j is not None and not j.ended and book.finished:
-                self._end_job(j, "failed" if book.failed else "done",
-                              f"{book.failed} item(s) failed" if book.failed else "every item done", batch, now)
+            if j is not None:
+                self._end_if_finished(j, book, batch, now)
         self._dirty = True
 
     def _items_into(self, book: WorkBook, batch: Batch) -> None:
@@ -324,13 +306,8 @@ class DuccMaster(Master):
             batch.items[(book.job, i)] = row
 
     # -- hooks of the common master ---------------------------------------------------------------
-    def _check_hosts(self, batch: Batch, now: float) -> None:
-        """A host is dead after ``ducc.rm.node.stability`` missed heartbeats."""
-        limit = now - self.config.properties.node_stability * self.settings.heartbeat
-        for h in self.hosts.values():
-            if h.state != "down" and h.last_seen < limit:
-                log.warning("host %s: no heartbeat for %.1f s: dead", h.name, now - h.last_seen)
-                self._set_state(h, "down", batch)
+    def _missed_limit(self) -> int:
+        return self.config.properties.node_stability  # ducc.rm.node.stability
 
     def _engine_host_state(self, name: str, state: str) -> None:
         self._dirty = True
@@ -380,36 +357,17 @@ class DuccMaster(Master):
                           running: list[int]) -> Callable[[Batch, float], HostPub]:
         """A machine joins (or comes back) with the memory its agent reports; the next cycle sees it."""
         def run(batch: Batch, now: float) -> HostPub:
-            h = self.hosts.get(name)
-            if h is None:
-                h = HostPub(name, slots, memory, os_name, attributes, "ok", False, now, True)
-                self.hosts[name] = h
-            else:
-                h.slots, h.memory, h.os, h.attributes = slots, memory, os_name, attributes
+            h, _ = self._reported_host(name, slots, memory, os_name, attributes, batch, now)
             if h.state == "down":
                 h.state = "closed" if h.closed else "ok"
-            h.last_seen, h.reported = now, True
-            batch.hosts[name] = h
             self._reconcile(name, running, batch, now)
             self._dirty = True
             return h
         return run
 
-    def op_close_host(self, name: str, reclaim: bool) -> Callable[[Batch, float], HostPub]:
-        """vary-off: fair-share work on it is evicted by the next cycle, nothing new goes there."""
-        return self._vary(name, closed=True)
-
-    def op_open_host(self, name: str) -> Callable[[Batch, float], HostPub]:
-        return self._vary(name, closed=False)
-
-    def _vary(self, name: str, closed: bool) -> Callable[[Batch, float], HostPub]:
-        def run(batch: Batch, now: float) -> HostPub:
-            h = _found(self.hosts, name, "host")
-            h.closed = closed
-            batch.hosts[name] = h
-            self._dirty = True
-            return h
-        return run
+    def _take_back(self, name: str, batch: Batch) -> None:
+        """Closing a host is DUCC's vary-off: the next cycle evicts its fair-share work
+        (``_state`` shows it varied off); there is nothing more to take back."""
 
     # -- jobs, services, reservations -------------------------------------------------------------
     def user_client(self, user: str, batch: Batch, now: float) -> int:
@@ -496,20 +454,36 @@ class DuccMaster(Master):
         else:
             self._finishing[j.id] = now + self.settings.kill_grace
             for s in list(self.job_shares.get(j.id, {}).values()):
-                a = self.activities.get(s.activity) if s.activity is not None else None
-                if a is None or not a.live:
-                    self._share_gone(s, batch, now)
+                self._leave(s, batch, now)  # only a share with no process running goes now
         self._dirty = True
+
+    def _end_if_finished(self, j: JobPub, book: WorkBook, batch: Batch, now: float) -> None:
+        """A job ends when every item is done or has failed for good."""
+        if book.finished and not j.ended:
+            self._end_job(j, "failed" if book.failed else "done",
+                          f"{book.failed} item(s) failed" if book.failed else "every item done", batch, now)
 
     def _stop_job(self, j: JobPub, batch: Batch, now: float) -> None:
         self._finishing.pop(j.id, None)
         for s in list(self.job_shares.get(j.id, {}).values()):
-            a = self.activities.get(s.activity) if s.activity is not None else None
-            if a is not None and a.live:
-                if not a.stop:
-                    self._stop(a, f"job {j.state}", batch)
-            else:
-                self._share_gone(s, batch, now)
+            self._leave(s, batch, now, stop=f"job {j.state}")
+
+    def _process(self, s: SharePub) -> ActivityPub | None:
+        """The share's process while it is starting or running."""
+        a = self.activities.get(s.activity) if s.activity is not None else None
+        return a if a is not None and a.live else None
+
+    def _leave(self, s: SharePub, batch: Batch, now: float, stop: str | None = None, lost: bool = False) -> None:
+        """A share with no process running is gone now. One whose process runs is gone once
+        the process is: ``lost`` (its host is dead) at once; ``stop`` (why): when the agent
+        reports it stopped; neither: when it exits by itself."""
+        a = self._process(s)
+        if a is None:
+            self._share_gone(s, batch, now)
+        elif lost:
+            self._end(a, "lost", None, None, batch, now)
+        elif stop is not None and not a.stop:
+            self._stop(a, stop, batch)
 
     def _stop_stragglers(self, batch: Batch, now: float) -> None:
         """Processes of ended jobs that did not exit by themselves in time are stopped."""
@@ -575,16 +549,14 @@ class DuccMaster(Master):
                 if spi != j.seconds_per_item:
                     j.seconds_per_item = spi
                     batch.jobs[j.id] = j
-            a = self.activities.get(s.activity) if s.activity is not None else None
+            a = self._process(s)
             leaving = j.ended or s.evicted is not None or (a is not None and a.stop)
             given: list[int] = []
             if not leaving:
                 room = j.threads - len(book.holds(share))
                 n = room if want is None else max(0, min(want, room))
                 given = book.give(share, n, now)
-            if book.finished and not j.ended:
-                self._end_job(j, "done" if book.failed == 0 else "failed",
-                              "every item done" if book.failed == 0 else f"{book.failed} item(s) failed", batch, now)
+            self._end_if_finished(j, book, batch, now)
             self._items_into(book, batch)
             more = not leaving and not j.ended and (bool(book.queue) or book.in_flight > 0)
             return {"items": [{"id": i, "data": book.items[i]} for i in given], "more": more,
