@@ -52,6 +52,9 @@ class HostRow(Base):
     state: Mapped[str] = mapped_column(String(16))  # ok | closed | down (engine HostState)
     closed: Mapped[bool] = mapped_column(Boolean, default=False)  # closed by the admin
     last_seen: Mapped[float] = mapped_column(Float, default=0.0)
+    containment: Mapped[str | None] = mapped_column(String(32), nullable=True)  # cgroup-v2 | cgroup-v1 | process-group
+    run_as: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # {"root": bool, "user": str}
+    closed_reason: Mapped[str | None] = mapped_column(String(1000), nullable=True)  # why the master closed it
 
 
 class RequestRow(Base):
@@ -70,6 +73,7 @@ class RequestRow(Base):
     blocked: Mapped[list[str]] = mapped_column(JSON, default=list)
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Float)
+    memory: Mapped[float | None] = mapped_column(Float, nullable=True)  # GB per slot asked for (limits)
 
 
 class HoldingRow(Base):
@@ -115,12 +119,17 @@ class ActivityRow(Base):
     signal: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     stop: Mapped[bool] = mapped_column(Boolean, default=False)  # the agent is to stop it
-    stop_reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    stop_reason: Mapped[str | None] = mapped_column(String(1000), nullable=True)
     created_at: Mapped[float] = mapped_column(Float)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     stdout: Mapped[list[str]] = mapped_column(JSON, default=list)
     stderr: Mapped[list[str]] = mapped_column(JSON, default=list)
     job: Mapped[int | None] = mapped_column(Integer, nullable=True)  # DUCC: the job this process works for
+    user: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the account it ran as
+    uid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    oom: Mapped[bool] = mapped_column(Boolean, default=False)  # ended by the kernel's OOM killer
+    limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # as the agent applied them
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # the last usage reported
 
 
 class JobRow(Base):
