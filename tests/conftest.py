@@ -1,5 +1,12 @@
+import ctypes
 import os
+import stat
+import sys
+import time
+from pathlib import Path
 
+import psutil
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Bounded profiles keep the whole suite within minutes on a 2-core machine.
@@ -10,3 +17,122 @@ settings.register_profile("dev", max_examples=30, deadline=None,
 settings.register_profile("deep", max_examples=1000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 17: the suite leaves no process running, and execution users can run the test interpreter.
+#
+# Every pytest process (the controller, each xdist worker) makes itself a child subreaper, so a
+# process the suite started that daemonizes (setsid, double fork) or outlives its agent stays a
+# descendant of the session instead of going to init. When the session ends, any descendant
+# still alive is a leak: it is listed, killed, and the run fails.
+# ---------------------------------------------------------------------------------------------
+
+_PR_SET_CHILD_SUBREAPER = 36
+_LEAK_GRACE = 10.0  # seconds a process being stopped when the session ends has to go
+_made_traversable: list[str] = []
+_leaks: list[str] = []
+
+
+def _become_subreaper() -> bool:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _let_execution_users_run_the_interpreter() -> None:
+    """As root, activities run as an execution user (`nobody` by default), and the tests start them
+    with this interpreter. When it lies under a directory only root may enter (a pyenv in /root),
+    give others the right to pass through that directory (o+x: no listing), as an operator installs
+    apportion where its execution users can run it."""
+    if os.geteuid() != 0:
+        return
+    for exe in {Path(sys.executable), Path(sys.executable).resolve()}:
+        for d in reversed(exe.parents):
+            st = d.stat()
+            if st.st_uid == 0 and not st.st_mode & stat.S_IXOTH:
+                os.chmod(d, stat.S_IMODE(st.st_mode) | stat.S_IXOTH)
+                _made_traversable.append(str(d))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _become_subreaper()
+    if not hasattr(config, "workerinput"):  # the controller, before any worker starts
+        _let_execution_users_run_the_interpreter()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if _made_traversable:
+        return [f"made {', '.join(_made_traversable)} traversable by others (o+x) so that execution users "
+                "can run the test interpreter"]
+    return []
+
+
+def _describe(p: psutil.Process) -> str:
+    try:
+        return f"pid {p.pid} ({p.username()}): {' '.join(p.cmdline())[:200]}"
+    except psutil.Error:
+        return f"pid {p.pid}"
+
+
+def session_leftovers() -> list[psutil.Process]:
+    """Processes started by this session (its descendants) that still run; zombies are reaped."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                if p.ppid() == os.getpid():
+                    os.waitpid(p.pid, os.WNOHANG)
+                continue
+        except (psutil.Error, ChildProcessError):
+            continue
+        out.append(p)
+    return out
+
+
+def _check_nothing_left_running() -> list[str]:
+    end = time.monotonic() + _LEAK_GRACE
+    left = session_leftovers()
+    while left and time.monotonic() < end:  # something being stopped right now gets a moment to go
+        psutil.wait_procs(left, timeout=0.5)
+        left = session_leftovers()
+    found = [_describe(p) for p in left]
+    for p in left:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(left, timeout=5)
+    session_leftovers()  # reap what was killed
+    return found
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.pluginmanager.has_plugin("dsession"):
+        # the xdist controller runs no test: its workers checked theirs (pytest_testnodedown)
+        if _leaks:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
+    found = _check_nothing_left_running()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reports it
+        workeroutput["apportion_leaks"] = found
+        return
+    _leaks.extend(found)
+    if _leaks:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # noqa: ANN001 - xdist's hook
+    _leaks.extend(getattr(node, "workeroutput", {}).get("apportion_leaks", []))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
+    if _leaks:
+        terminalreporter.section("processes left running by the suite (killed now)", red=True, bold=True)
+        for line in _leaks:
+            terminalreporter.line(line, red=True)
+        terminalreporter.line("FAILED: the suite must leave no process running (issue 17)", red=True, bold=True)

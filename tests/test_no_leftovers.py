@@ -1,0 +1,63 @@
+"""The suite's own guard (tests/conftest.py): a process a test leaves running, even one that
+daemonized itself out of its parent's reach (setsid and a double fork), fails the run, is named,
+and is killed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.service.live import wait_until
+
+pytest_plugins = ["pytester"]
+CONFTEST = Path(__file__).with_name("conftest.py")
+
+LEAKY = f'''
+import subprocess, sys
+from pathlib import Path
+
+def test_leaves_a_daemon(tmp_path):
+    pidfile = Path({{pidfile!r}})
+    code = ("import os, sys, time\\n"
+            "if os.fork(): sys.exit(0)\\n"
+            "os.setsid()\\n"
+            "if os.fork(): sys.exit(0)\\n"
+            "open(sys.argv[1], 'w').write(str(os.getpid()))\\n"
+            "time.sleep(120)\\n")
+    subprocess.run([{sys.executable!r}, "-c", code, str(pidfile)], check=True)
+'''
+
+CLEAN = '''
+import subprocess
+
+def test_waits_for_its_child():
+    subprocess.run(["true"], check=True)
+'''
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["alone", "xdist"])
+def test_a_daemon_left_running_fails_the_run_and_is_killed(pytester: pytest.Pytester, tmp_path: Path,
+                                                           xdist: list[str]) -> None:
+    pidfile = tmp_path / "daemon.pid"
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makepyfile(test_leaky=LEAKY.format(pidfile=str(pidfile)))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *xdist)
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out
+    assert "1 passed" in out  # the test itself passed: the guard failed the run
+    assert "processes left running by the suite" in out
+    pid = int(pidfile.read_text())
+    assert f"pid {pid} " in out
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+               10, f"the leaked daemon {pid} is killed")
+
+
+def test_a_clean_run_passes(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makepyfile(test_clean=CLEAN)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "processes left running" not in result.stdout.str()
