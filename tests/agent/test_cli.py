@@ -41,3 +41,17 @@ def test_workdir_in_use(tmp_path: Path) -> None:
     finally:
         held.close()
     assert code == 2 and "in use by another agent" in out and "s3cr3t" not in out
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--default-user", "root"], "root is one of --banned-users"),
+    (["--default-user", "alice", "--banned-users", "root,alice"], "alice is one of --banned-users"),
+    (["--default-user", "a,b"], "one user name"),
+    (["--default-user", ""], "one user name"),
+    (["--banned-users", "root,bad name"], "--banned-users: 'bad name' is not a user name"),
+    (["--allowed-system-users", "no/body"], "--allowed-system-users: 'no/body' is not a user name"),
+    (["--min-uid", "-1"], "--min-uid"),
+])
+def test_bad_user_policy(args: list[str], says: str) -> None:
+    code, out = agent(*args, env={"APPORTION_TOKEN": "s3cr3t"})
+    assert code == 2 and says in " ".join(out.split()).replace("│", "").replace("  ", " "), out

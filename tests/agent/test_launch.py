@@ -27,4 +27,18 @@ def test_one_agent_per_workdir(tmp_path: Path) -> None:
     finally:
         held.close()
     lock_workdir(tmp_path / "w").close()  # free again once the first lets go
-    assert (tmp_path / "w").stat().st_mode & 0o777 == 0o700  # the agent's alone: output may hold secrets
+
+
+def test_workdir_lets_execution_users_through_only(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir(mode=0o777)
+    lock_workdir(tmp_path / "w").close()
+    # execution users pass through to their own activity directory (0700, theirs); they list nothing
+    # and write nothing in the agent's directories
+    assert (tmp_path / "w").stat().st_mode & 0o777 == 0o711
+    assert (tmp_path / "w" / "activities").stat().st_mode & 0o777 == 0o711
+
+
+def test_default_user_policy() -> None:
+    policy = AgentConfig(masters=["http://m"], name="h", token="t").policy
+    assert (policy.default_user, policy.min_uid, policy.banned_users, policy.allowed_system_users) == (
+        "nobody", 1000, frozenset({"root"}), frozenset({"nobody"}))

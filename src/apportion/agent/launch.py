@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import logging
+import os
 import signal
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from apportion.agent.link import MasterLink
 from apportion.agent.loop import Agent
 from apportion.agent.protocol import Runner
 from apportion.agent.runner import ProcessRunner
+from apportion.agent.users import UserPolicy
 
 log = logging.getLogger("apportion.agent")
 _LIMITS = httpx.Limits(max_connections=4, max_keepalive_connections=4)  # the long poll and an extra heartbeat
@@ -36,6 +38,7 @@ class AgentConfig:
     heartbeat: float | None = None
     light: bool = False
     count: int = 1
+    policy: UserPolicy = UserPolicy()  # who activities may run as (a root agent's --default-user and rules)
 
     def names(self) -> list[str]:
         return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
@@ -45,13 +48,22 @@ class AgentConfig:
         return base if self.count == 1 else base / name
 
 
+ACTIVITIES = "activities"  # WORKDIR/activities/ID: each activity's directory
+
+
 class WorkdirBusy(Exception):
     """Another agent holds this work directory."""
 
 
 def lock_workdir(workdir: Path) -> IO[str]:
-    """An exclusive lock on WORKDIR/agent.lock, held while the returned file stays open."""
-    workdir.mkdir(mode=0o700, parents=True, exist_ok=True)  # output may hold secrets
+    """An exclusive lock on WORKDIR/agent.lock, held while the returned file stays open.
+
+    The work directory and its activities/ are the agent's, mode 0711: execution users pass
+    through them to their activity's own directory (0700, theirs) but list and write nothing there."""
+    workdir.mkdir(mode=0o711, parents=True, exist_ok=True)
+    (workdir / ACTIVITIES).mkdir(mode=0o711, exist_ok=True)
+    for d in (workdir, workdir / ACTIVITIES):
+        os.chmod(d, 0o711)
     f = open(workdir / "agent.lock", "w")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

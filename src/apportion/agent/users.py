@@ -72,6 +72,20 @@ def agent_identity() -> RunAs:
                      home="/")
 
 
+def run_as_json() -> dict[str, Any]:
+    """The register body's "run_as": can this agent switch users, and whom it runs as itself."""
+    return {"root": is_root(), "user": agent_identity().name}
+
+
+def parse_names(text: str, flag: str) -> frozenset[str]:
+    """A comma-separated list of user names (a flag's value); raises ValueError naming the flag."""
+    names = frozenset(n.strip() for n in text.split(",") if n.strip())
+    for n in names:
+        if any(c.isspace() or c in ":/\x00" for c in n):
+            raise ValueError(f"{flag}: {n!r} is not a user name")
+    return names
+
+
 def resolve(requested: str | None, policy: UserPolicy, host: str) -> RunAs:
     """The user an activity runs as; raises Refused naming the user, the host and the rule."""
     if not is_root():

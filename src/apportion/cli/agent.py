@@ -5,8 +5,12 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from apportion.agent.users import UserPolicy
 
 
 def _token(token_file: Path | None) -> str:
@@ -23,6 +27,25 @@ def _token(token_file: Path | None) -> str:
         raise typer.BadParameter("no token: pass --token-file FILE or set APPORTION_TOKEN",
                                  param_hint="--token-file")
     return token
+
+
+def _policy(default_user: str, min_uid: int, banned: str, allowed: str) -> UserPolicy:
+    """The user policy the flags give; a bad name or a banned default user is refused, naming the flag."""
+    from apportion.agent.users import UserPolicy, parse_names
+
+    try:
+        banned_users = parse_names(banned, "--banned-users")
+        allowed_users = parse_names(allowed, "--allowed-system-users")
+        defaults = parse_names(default_user, "--default-user")
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    if len(defaults) != 1 or "," in default_user:
+        raise typer.BadParameter("one user name", param_hint="--default-user")
+    (default,) = defaults
+    if default in banned_users:
+        raise typer.BadParameter(f"{default} is one of --banned-users", param_hint="--default-user")
+    return UserPolicy(default_user=default, min_uid=min_uid, banned_users=banned_users,
+                      allowed_system_users=allowed_users)
 
 
 def agent_command(
@@ -44,9 +67,20 @@ def agent_command(
                                "a stop killed (for benchmarks)."),
     count: int = typer.Option(1, "--count", min=1, help="Run N agents in this process, named NAME-0 .. "
                               "NAME-(N-1), each with its own heartbeat loop (with --light, for benchmarks)."),
+    default_user: str = typer.Option("nobody", "--default-user", help="Run as root: the user an activity "
+                                     "runs as when the master names none."),
+    min_uid: int = typer.Option(1000, "--min-uid", min=0, help="Run as root: refuse execution users with a "
+                                "smaller uid, unless --allowed-system-users names them (uid 0 is always refused)."),
+    banned_users: str = typer.Option("root", "--banned-users", metavar="NAME,...", help="Users never run as, "
+                                     "whatever else allows them."),
+    allowed_system_users: str = typer.Option("nobody", "--allowed-system-users", metavar="NAME,...",
+                                             help="Users below --min-uid that may run work."),
     log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
-    """Run an agent: register this host with the master, heartbeat, and start and stop its activities."""
+    """Run an agent: register this host with the master, heartbeat, and start and stop its activities.
+
+    Run as root, the agent starts each activity as its execution user (or --default-user), never as
+    root, and refuses users its policy bans; run as another user, it runs every activity as itself."""
     from apportion.agent.facts import parse_attributes
     from apportion.agent.launch import AgentConfig, WorkdirBusy, run
 
@@ -54,13 +88,15 @@ def agent_command(
         attributes = parse_attributes(attribute)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--attribute") from None
+    policy = _policy(default_user, min_uid, banned_users, allowed_system_users)
     masters = [u.strip() for u in master.split(",") if u.strip()]
     if not masters:
         raise typer.BadParameter("no URL", param_hint="--master")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per heartbeat
     config = AgentConfig(masters=masters, name=name, token=_token(token_file), slots=slots, memory=memory,
-                         attributes=attributes, workdir=workdir, heartbeat=heartbeat, light=light, count=count)
+                         attributes=attributes, workdir=workdir, heartbeat=heartbeat, light=light, count=count,
+                         policy=policy)
     try:
         run(config)
     except WorkdirBusy as e:
