@@ -21,6 +21,9 @@ class JsonLines(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out = {"time": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
                "msg": record.getMessage()}
+        fields = getattr(record, "access", None)  # an access line: its fields at the top level
+        if isinstance(fields, dict):
+            out.update(fields)
         if record.exc_info:
             out["error"] = self.formatException(record.exc_info)
         return json.dumps(out)

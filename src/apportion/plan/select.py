@@ -252,10 +252,46 @@ _SECTIONS, _BARE = _build_grammar()
 _STARTS_WITH_SECTION = re.compile(r"\s*(select|order)\s*\(")
 
 
+MAX_LENGTH = 10_000  # characters of a requirement
+MAX_NESTING = 24  # parentheses inside one another
+MAX_NEGATIONS = 32  # '!' in one requirement
+
+
+def _excerpt(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _check_bounds(text: str) -> None:
+    """The parser recurses once per '(' and '!': refuse what would exhaust the stack, with the reason."""
+    if len(text) > MAX_LENGTH:
+        raise ValueError(f"{_excerpt(text)}: {len(text)} characters is more than the limit of {MAX_LENGTH}")
+    depth = deepest = negations = 0
+    quote = None
+    for i, ch in enumerate(text):
+        if quote is not None:
+            if ch == quote and text[i - 1] != "\\":
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+        elif ch == "!" and text[i + 1:i + 2] != "=":
+            negations += 1
+    if deepest > MAX_NESTING:
+        raise ValueError(f"{_excerpt(text)}: {deepest} parentheses deep is more than the limit of {MAX_NESTING}")
+    if negations > MAX_NEGATIONS:
+        raise ValueError(f"{_excerpt(text)}: {negations} negations ('!') is more than the limit of {MAX_NEGATIONS}")
+
+
 def parse_requirement(text: str) -> Requirement:
-    """Parse an EGO requirement string; ValueError says where and what was expected."""
+    """Parse an EGO requirement string; ValueError says where and what was expected
+    (and refuses one nested deeper, or longer, than the bounds above)."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("empty requirement: expected select(...) and/or order(...)")
+    _check_bounds(text)
     try:
         grammar = _SECTIONS if _STARTS_WITH_SECTION.match(text) else _BARE
         parsed = grammar.parse_string(text, parse_all=True)
@@ -263,7 +299,7 @@ def parse_requirement(text: str) -> Requirement:
         found = f"found {text[exc.loc]!r}" if exc.loc < len(text) else "found the end of the text"
         expected = exc.msg.removeprefix("Expected ").split(", found")[0]
         raise ValueError(
-            f"{text!r}: at position {exc.loc + 1}: expected {expected}, {found}"
+            f"{_excerpt(text)}: at position {exc.loc + 1}: expected {expected}, {found}"
         ) from None
     condition: Condition | None = None
     order: tuple[OrderKey, ...] = ()

@@ -5,21 +5,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import logging
 import os
+import secrets
+import time
+import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import swagger_ui_bundle
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apportion.service.api import agents, cluster, events, health, jobs, work
 from apportion.service.leader import Role, leadership
-from apportion.service.api.errors import api_error
+from apportion.service.api.deps import known_query
+from apportion.service.api.errors import api_error, validation_error
 from apportion.service import liveplan
 from apportion.service.ducc.master import DuccMaster
 from apportion.service.ducc.plan import is_ducc_plan
@@ -28,38 +34,116 @@ from apportion.service.metrics import Metrics
 from apportion.service.store.writer import StoreWriter
 
 log = logging.getLogger("apportion.server")
+access = logging.getLogger("apportion.access")  # one JSON line per request (cli/server.py's formatter)
 MAX_BODY = 1 << 20  # 1 MiB for every body but a plan's
 MAX_PLAN = 64 << 20
 
 
 class Guard:
-    """Pure ASGI: a standby answers 503 naming the leader (but /healthz and the docs), and
-    a body larger than the limit is refused with 413 before it is read."""
+    """Pure ASGI, outside everything else:
+
+    - a standby answers 503 naming the leader (but /healthz and the docs);
+    - a body is read here, counting bytes as they come (chunked ones too), and refused
+      with 413 the moment it passes the limit: before authentication or parsing, so a
+      huge body costs the master at most the limit (plans and jobs may be larger, with a
+      bearer header);
+    - every request gets an id (header ``X-Request-Id``) and one JSON access log line;
+    - an error nothing else handled is a JSON 500 naming the request id, logged in one
+      bounded line, never a traceback on the wire.
+    """
 
     OPEN = ("/healthz", "/openapi.json", "/docs")
+    BODY_METHODS = (b"POST", b"PUT", b"PATCH", b"DELETE")
 
     def __init__(self, app: ASGIApp, role: Role) -> None:
         self.app = app
         self.role = role
+        self.prefix = f"{os.getpid():x}-{secrets.token_hex(2)}"
+        self.count = itertools.count(1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
+        rid = f"{self.prefix}-{next(self.count)}"
+        scope.setdefault("state", {})["request_id"] = rid
+        status = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self._serve(scope, receive, send_with_id)
+        except Exception as e:  # noqa: BLE001 - the last resort: a JSON 500, never a traceback on the wire
+            where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+            log.error("request %s %s %s: %s: %s (at %s)", rid, scope["method"], scope["path"][:200],
+                      e.__class__.__name__, str(e)[:300], f"{where.filename}:{where.lineno}" if where else "?")
+            if status == 0:
+                await JSONResponse({"detail": f"internal error (request {rid})"}, status_code=500)(
+                    scope, receive, send_with_id)
+        finally:
+            access.info("%s %s %s", scope["method"], scope["path"][:200], status, extra={"access": {
+                "request_id": rid, "method": scope["method"], "path": scope["path"][:200], "status": status,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "client": (scope.get("client") or ("",))[0],
+                "token": getattr(scope["state"].get("principal"), "token", None),
+                "kind": getattr(scope["state"].get("principal"), "kind", None)}})
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
         if self.role.name != "leader" and path not in self.OPEN and not path.startswith("/static"):
             response = JSONResponse({"detail": f"this master is {self.role.name}", "leader": self.role.leader_url},
                                     status_code=503, headers={"Retry-After": "1"})
             await response(scope, receive, send)
             return
-        limit = MAX_PLAN if path.startswith(("/v1/plan", "/v1/jobs")) else MAX_BODY
-        for key, value in scope["headers"]:
-            if key == b"content-length" and value.isdigit() and int(value) > limit:
-                response = JSONResponse({"detail": f"body: {int(value)} bytes is more than the limit of {limit}"},
-                                        status_code=413, headers={"Connection": "close"})
-                await response(scope, receive, send)
+        if scope["method"].encode() not in self.BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        limit = MAX_PLAN if path.startswith(("/v1/plan", "/v1/jobs")) and b"authorization" in headers else MAX_BODY
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            await self._too_large(scope, receive, send, f"{int(declared)} bytes", limit)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
                 return
-        await self.app(scope, receive, send)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                chunks.clear()
+                await self._too_large(scope, receive, send, f"more than {limit} bytes", limit)
+                return
+            if chunk:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        del chunks
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    @staticmethod
+    async def _too_large(scope: Scope, receive: Receive, send: Send, size: str, limit: int) -> None:
+        response = JSONResponse({"detail": f"body: {size} is more than the limit of {limit}"},
+                                status_code=413, headers={"Connection": "close"})
+        await response(scope, receive, send)
 
 
 @dataclass
@@ -120,6 +204,7 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     # report to no collector here: off (Prometheus /metrics and the JSON logs are the signals)
     quiet = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
     app = FastAPI(title="apportion", version="1", lifespan=lifespan, docs_url=None, redoc_url=None, telemetry=quiet,
+                  dependencies=[Depends(known_query)],
                   description="The live resource manager's API: clients, allocations, activities, events, "
                               "hosts, consumers, plans and tokens. See docs/service.md.")
     app.state.master = None
@@ -131,6 +216,7 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
 
     app.add_middleware(Guard, role=role)
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
     for r in (work.router, jobs.router, events.router, cluster.router, agents.router, health.router):
         app.include_router(r)
     app.openapi = lambda: _with_bearer(app)  # type: ignore[method-assign]

@@ -25,6 +25,7 @@ class Principal:
     host: str | None = None
     job: int | None = None  # process: the job and share whose work it may fetch and report
     share: int | None = None
+    token: int | None = None  # the token's id (audit, access log)
 
     @property
     def name(self) -> str:
@@ -54,10 +55,12 @@ def _resolve(request: Request) -> Principal:
         row = request.app.state.writer.token(token)
         if len(cache) > 10_000:
             cache.clear()
-        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host, row.job, row.share)
+        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host, row.job, row.share,
+                                                            row.id)
     p = cache[token]
     if p is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
+    request.state.principal = p  # for the access log and the audit
     return p
 
 
@@ -100,8 +103,10 @@ async def worker(request: Request) -> Caller:
 
 
 def require_consumer(p: Principal, consumer: str) -> None:
+    """403 outside the caller's subtree; the message names only the caller's own scope (never
+    another tenant's consumer)."""
     if not p.may_see(consumer):
-        raise HTTPException(403, f"{p.name} may not act for consumer {consumer}")
+        raise HTTPException(403, f"{p.name} may not act outside {p.consumer or 'its scope'}")
 
 
 def require_host(p: Principal, host: str) -> None:

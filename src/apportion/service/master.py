@@ -477,7 +477,8 @@ class Master:
             if cid is not None:
                 c = self.clients[cid]
                 if c.consumer != consumer:
-                    raise ApiError(409, f"name: client {name!r} is registered under consumer {c.consumer}")
+                    # the other consumer is not named: it may be another tenant's
+                    raise ApiError(409, f"name: client {name!r} is registered under another consumer")
                 return c
             if consumer != "/" and not self.valid_consumer(consumer):
                 raise ApiError(422, f"consumer: {consumer} is not a consumer of the plan in force")

@@ -110,6 +110,12 @@ async def diff_plan(request: Request, c: Caller = Depends(admin)) -> dict[str, A
 @router.post("/tokens", status_code=201)
 async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, Any]:
     m = c.m
+    # a scope that does not belong to the kind is refused, never dropped (an admin token
+    # asked "for /Apps" would silently be a full admin token)
+    if body.consumer is not None and body.kind != "consumer":
+        raise ApiError(422, f"consumer: a token of kind {body.kind} has no consumer scope (kind consumer has)")
+    if body.host is not None and body.kind != "agent":
+        raise ApiError(422, f"host: a token of kind {body.kind} has no host (kind agent has)")
     if body.kind == "consumer":
         if body.consumer is None:
             raise ApiError(422, "consumer: a consumer token needs the consumer path it is scoped to")

@@ -1,10 +1,13 @@
-"""Request bodies. Unknown fields are refused, so a misspelt field is an error, not ignored."""
+"""Request bodies. Unknown fields are refused, so a misspelt field is an error, not ignored.
+Types are strict (no ``true`` or ``"3"`` for a number, no NaN or Infinity), and no text that
+reaches a process (argv, env, cwd) may hold a NUL byte."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.@:+-]+$")]
 ConsumerPath = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^/[^\s]*$")]
@@ -13,8 +16,13 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 AttrValue = str | int | float | bool
 
 
+NoNul = StringConstraints(pattern=r"^[^\x00]*$")  # a NUL byte cannot reach exec(): refused at the door
+Arg = Annotated[str, StringConstraints(max_length=10_000), NoNul]
+Cwd = Annotated[str, StringConstraints(min_length=1, max_length=4096), NoNul]
+
+
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class ClientIn(_In):
@@ -47,10 +55,9 @@ class ReleaseIn(_In):
 
 class ActivityIn(_In):
     host: HostName
-    argv: Annotated[list[Annotated[str, StringConstraints(max_length=10_000)]], Field(min_length=1, max_length=1000)]
-    env: dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")],
-              Annotated[str, StringConstraints(max_length=10_000)]] = {}
-    cwd: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    argv: Annotated[list[Arg], Field(min_length=1, max_length=1000)]
+    env: dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")], Arg] = {}
+    cwd: Cwd | None = None
     slots: Annotated[int, Field(ge=1, le=10_000)] = 1
 
 
@@ -95,9 +102,8 @@ def groups_of(group: Any) -> list[str]:
 
 
 # --- DUCC ------------------------------------------------------------------------------------
-Argv = Annotated[list[Annotated[str, StringConstraints(max_length=10_000)]], Field(min_length=1, max_length=1000)]
-Env = dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")],
-           Annotated[str, StringConstraints(max_length=10_000)]]
+Argv = Annotated[list[Arg], Field(min_length=1, max_length=1000)]
+Env = dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")], Arg]
 Memory = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
 ItemId = Annotated[int, Field(ge=0, le=10_000_000)]
 
@@ -108,10 +114,10 @@ class JobIn(_In):
     memory: Memory
     max_processes: Annotated[int, Field(ge=1, le=100_000)] | None = None
     threads: Annotated[int, Field(ge=1, le=1000)] = 4
-    work: Annotated[list[Any], Field(min_length=1, max_length=1_000_000)]
+    work: Annotated[list[Any], Field(min_length=1, max_length=1_000_000), AfterValidator(_finite)]
     argv: Argv
     env: Env = {}
-    cwd: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    cwd: Cwd | None = None
     retries: Annotated[int, Field(ge=0, le=100)] = 3
 
 
@@ -127,7 +133,7 @@ class ServiceIn(_In):
     memory: Memory
     argv: Argv
     env: Env = {}
-    cwd: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    cwd: Cwd | None = None
 
 
 class FailedItem(_In):
@@ -140,3 +146,17 @@ class WorkIn(_In):
     done: Annotated[list[ItemId], Field(max_length=10_000)] = []
     failed: Annotated[list[FailedItem], Field(max_length=10_000)] = []
     want: Annotated[int, Field(ge=0, le=1000)] | None = None  # default: up to the job's threads
+def _finite(items: list[Any]) -> list[Any]:
+    """Work items are any JSON but NaN and Infinity (JSON has neither: they would not go back out)."""
+    todo = list(items)
+    while todo:
+        x = todo.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ValueError(f"{x} is not a JSON number (a work item must be finite)")
+        if isinstance(x, list):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+    return items
+
+
