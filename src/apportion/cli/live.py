@@ -523,6 +523,3 @@ def register(app: typer.Typer, plan_app: typer.Typer) -> None:
     app.add_typer(activity_app, name="activity")
     app.add_typer(events_app, name="events")
     app.add_typer(token_app, name="token")
-    from apportion.cli import ducc_live
-
-    ducc_live.register(app, host_app)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from apportion.cli.agent import agent_command
-from apportion.cli import live
+from apportion.cli import ducc_live, live
 from apportion.cli.bench import bench_app
 from apportion.cli.importer import import_app
 from apportion.cli.server import server_app
@@ -137,6 +137,7 @@ def validate(file: Path = typer.Argument(..., help="A plan or scenario file (YAM
 plan_app = typer.Typer(help="Plans: what a change would do before it is applied.", no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
 live.register(app, plan_app)  # plan show|validate|apply, consumer, rg, alloc, host, activity, events, token
+ducc_live.register(app, live.host_app)  # job, reserve, service, occupancy, reconfigure, host vary-off|on
 
 
 @plan_app.command("diff")

@@ -11,28 +11,14 @@ client's is an awaitable of it).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from apportion.client._call import Call
 from apportion.client._config import master_urls, resolve_token
+from apportion.client._route import Masters
 
-
-def _same(body: Any) -> Any:
-    return body
-
-
-@dataclass(frozen=True, slots=True)
-class Call:
-    method: str
-    path: str
-    json: Any = None
-    params: Mapping[str, Any] | None = None
-    content: str | None = None
-    content_type: str | None = None
-    pick: Callable[[Any], Any] = _same
-    timeout: float | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+__all__ = ["Call", "Endpoints"]
 
 
 def _key(name: str) -> Callable[[Any], Any]:
@@ -49,8 +35,6 @@ class Endpoints:
     def __init__(self, master: str | Sequence[str] | None = None, *, token: str | None = None,
                  token_file: str | os.PathLike[str] | None = None, timeout: float = 30.0,
                  retry_for: float = 10.0) -> None:
-        from apportion.client._route import Masters
-
         self._masters = Masters(master_urls(master))
         self._token = resolve_token(token, token_file)
         self._timeout = timeout

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from apportion.client._calls import Call
+from apportion.client._call import Call
 from apportion.client._errors import ApportionError, MasterUnavailable
 
 _BACKOFF_FIRST = 0.1

@@ -11,21 +11,29 @@ many workers' slots come together or not at all.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from distributed.deploy.adaptive import Adaptive
 
-if TYPE_CHECKING:
-    from apportion.dask.cluster import ApportionCluster
+
+class AllocationScaler(Protocol):
+    """What ``ApportionAdaptive`` asks of its cluster (``ApportionCluster`` is one);
+    named here so that this module need not import the cluster's."""
+
+    async def _set_floor(self, minimum: int) -> None: ...
+
+    async def _want(self, n: int) -> None: ...
+
+    async def _retire_names(self, names: list[str], why: str) -> None: ...
 
 
 class ApportionAdaptive(Adaptive):
     """``Adaptive`` for ``ApportionCluster``: its first round runs at once (not one
     interval later), and scaling goes through the allocation."""
 
-    cluster: ApportionCluster
+    cluster: AllocationScaler
 
-    def __init__(self, cluster: ApportionCluster, **kwargs: Any) -> None:
+    def __init__(self, cluster: AllocationScaler, **kwargs: Any) -> None:
         super().__init__(cluster, **kwargs)
 
     def _start(self) -> None:
