@@ -11,7 +11,9 @@ temporary directory and on a free port of 127.0.0.1:
    batch's 5 s grace period. Batch ignores it, so at the deadline the agent stops its newest
    workers (SIGTERM, then SIGKILL after the kill grace) and web is granted the slots.
 
-Then it shows `apportion rg Workers` and the events each tenant received, and stops everything.
+Then it shows `apportion rg Workers` and the events each tenant received, and stops everything:
+the allocations are deleted (so the agent stops every worker, and says so) before the agent and
+the master stop, and nothing the demo started is left running.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from apportion.client import Client
 
 HERE = Path(__file__).resolve().parent
 CLI = [sys.executable, "-m", "apportion.cli"]
-WORKER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.2)"]
+# A worker any execution user can run (run as root, the agent starts it as `nobody`).
+WORKER = ["sleep", "3600"]
 
 
 def free_port() -> int:
@@ -53,6 +58,26 @@ def show(title: str, cmd: list[str], env: dict[str, str]) -> None:
     subprocess.run([*CLI, *cmd], env=env, check=False)
 
 
+def stop_workers(api: Client, allocations: list[int]) -> None:
+    """Delete the allocations: the master has the agent stop their workers. Wait until none runs."""
+    for a in allocations:
+        api.delete(a)
+    until(lambda: not [w for a in allocations for w in api.activities(a) if w["state"] == "running"],
+          "the workers to stop")
+
+
+def left_behind(url: str) -> list[psutil.Process]:
+    """Processes of this demo's activities still running (the agent tells each its master's URL)."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("APPORTION_MASTER") == url and p.pid != os.getpid():
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="apportion-demo-"))
     db = f"sqlite:///{work / 'apportion.db'}"
@@ -61,6 +86,8 @@ def main() -> None:
     subprocess.run([*CLI, "server", "init", "--db", db, "--token-file", str(token_file)], check=True)
     env = {**os.environ, "APPORTION_MASTER": url, "APPORTION_TOKEN": token_file.read_text().strip()}
     procs: list[subprocess.Popen] = []
+    allocations: list[int] = []
+    stopped = False
     log = open(work / "processes.log", "wb")  # noqa: SIM115 - the children keep it
     try:
         procs.append(subprocess.Popen([*CLI, "server", "--plan", str(HERE / "plan.yaml"), "--db", db,
@@ -75,6 +102,7 @@ def main() -> None:
 
             batch = api.register("demo-batch", "/Apps/batch")
             a = api.allocate("/Apps/batch", "Workers", 0, 4, client=batch)
+            allocations.append(a["id"])
             until(lambda: api.allocation(a["id"])["held"] == 4, "batch's grant")
             workers = [api.start_activity(a["id"], "host1", WORKER)["id"] for _ in range(4)]
             until(lambda: all(api.activity(w)["state"] == "running" for w in workers), "batch's workers")
@@ -83,6 +111,7 @@ def main() -> None:
 
             web = api.register("demo-web", "/Apps/web")
             b = api.allocate("/Apps/web", "Workers", 0, 4, client=web)
+            allocations.append(b["id"])
             reclaim = until(lambda: [e for e in api.poll_events(batch, after=0, wait=1) if e["type"] == "reclaim"],
                             "the reclaim")
             r = reclaim[0]
@@ -98,7 +127,15 @@ def main() -> None:
                 for e in api.poll_events(cid, after=0, wait=0):
                     extra = {k: v for k, v in e.items() if k not in ("id", "type", "allocation")}
                     print(f"  {e['id']:>3} {e['type']:<18} {extra}")
+            stop_workers(api, allocations)
+            stopped = True
     finally:
+        if not stopped and allocations and procs[0].poll() is None:
+            try:  # the demo broke off: still stop what runs through the master
+                with Client(url, token=env["APPORTION_TOKEN"]) as api:
+                    stop_workers(api, [a for a in allocations if api.allocation(a)])
+            except (Exception, SystemExit):  # noqa: BLE001 - the master may be the problem: the net below
+                pass
         for p in reversed(procs):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
@@ -107,8 +144,13 @@ def main() -> None:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
-        subprocess.run(["pkill", "-f", f"{work}/host1"], check=False)  # the workers, if any are left
-        print(f"\n(stopped; the store and the logs are in {work})")
+        left = left_behind(url)
+        for p in left:
+            p.kill()
+        psutil.wait_procs(left, timeout=10)
+        if left:
+            print(f"\ndemo: {len(left)} processes were still running after the stop: killed", flush=True)
+        print(f"\n(stopped; nothing left running; the store and the logs are in {work})")
 
 
 if __name__ == "__main__":
