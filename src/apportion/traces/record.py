@@ -71,8 +71,9 @@ class TraceJob:
 
 @dataclass(frozen=True, slots=True)
 class Machine:
-    """One host a trace names (Alibaba's node list, DUCC's node file): its name, CPU slots,
-    GPUs and memory (GB, None when unknown)."""
+    """One host a trace names (Alibaba's node list, DUCC's node file, Google's machine
+    events): its name, CPU slots (0 when the trace does not say, as DUCC's node files,
+    whose hosts are counted in memory shares), GPUs and memory (GB, None when unknown)."""
 
     name: str
     cpus: int
@@ -158,9 +159,12 @@ class SkipCounter:
 class Trace(Protocol):
     """An opened trace: ``info`` (read from headers / node files when opened) and ``jobs()``,
     a fresh iterator over the jobs in submit order each call, streamed from the file.
-    ``skips`` counts the lines skipped under ``skip_bad`` so far."""
+    ``skips`` counts the lines skipped under ``skip_bad`` by the latest ``jobs()``;
+    ``dropped`` counts, by reason, the well-formed jobs left out by the reader's rules
+    (e.g. an SWF job whose run time is unknown), also for the latest ``jobs()``."""
 
     info: TraceInfo
     skips: SkipCounter
+    dropped: dict[str, int]
 
     def jobs(self) -> Iterator[TraceJob]: ...

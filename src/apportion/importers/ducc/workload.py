@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,10 +229,14 @@ def read_job_file(path: Path, problems: list[Problem]) -> _RawJob | None:
 
 
 def read_workload(directory: str | Path, *, compression: float | None = None, rewrite: bool | None = None,
-                  seed: int | None = None) -> Workload:
+                  seed: int | None = None,
+                  skip_file: Callable[[list[Problem]], None] | None = None) -> Workload:
     """Read a DUCC test workload directory (``jobs.in/`` and, if present, ``jobs.prepare``).
 
     ``compression``, ``rewrite`` and ``seed`` override the ``jobs.prepare`` values.
+    ``skip_file``, when given, is called with the problems of each job file that cannot be
+    read; when it returns (rather than raising), that file is left out instead of failing
+    the workload (the trace readers' ``--skip-bad``).
     """
     base = Path(directory)
     problems: list[Problem] = []
@@ -253,7 +257,15 @@ def read_workload(directory: str | Path, *, compression: float | None = None, re
     files = sorted(jobs_dir.glob("*.job"), key=_natural)
     if not files:
         problems.append(Problem(str(jobs_dir), None, JOBS_DIR, "no *.job files"))
-    raws = [read_job_file(p, problems) for p in files]
+    raws = []
+    for p in files:
+        mine: list[Problem] = []
+        raw = read_job_file(p, mine)
+        if mine and skip_file is not None:
+            skip_file(mine)
+            continue
+        problems.extend(mine)
+        raws.append(raw)
     if problems:
         raise PlanError(problems)
     raws_ok = [r for r in raws if r is not None]
