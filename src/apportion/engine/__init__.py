@@ -175,6 +175,11 @@ class Engine:
     def report(self) -> Report:
         return build_report(self.state, self._views)
 
+    def deserved(self) -> dict[str, dict[str, int]]:
+        """Group -> leaf -> what the leaf deserved at the last cycle (the report's deserved,
+        without the rest of the report: the simulator samples it often)."""
+        return {g: v.deserved for g, v in self._views.items()}
+
 
 __all__ = [
     "ROOT", "AllocationPolicy", "Consumer", "Decisions", "Engine", "Grant", "GroupSettings", "Host",

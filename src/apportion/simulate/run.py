@@ -1,0 +1,86 @@
+"""One simulation from files: a plan, a trace and a mapping in, figures out.
+
+``simulate()`` is what ``apportion simulate``, ``apportion sweep`` and ``apportion
+bench simulate`` call. A plan with a ``ducc:`` section replays DUCC work through
+DUCC's cycle (``simulate.ducc``); any other plan replays rigid jobs through the
+EGO engine (``simulate.replay``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from apportion.simulate.replay import DEFAULT_SAMPLE, DEFAULT_TICK, Progress, Replay, SimulationError, \
+    iter_jobs, one_consumer
+from apportion.traces.record import Trace
+
+
+@dataclass
+class SimRun:
+    """A finished simulation: its figures (the JSON contract) and the series behind the plots."""
+
+    result: dict[str, Any]
+    series: dict[str, Any] = field(default_factory=dict)
+
+
+def open_any(path: str | os.PathLike[str], kind: str | None = None, skip_bad: int = 0) -> Trace:
+    from apportion.traces import open_trace
+
+    return open_trace(path, kind=kind, skip_bad=skip_bad)
+
+
+def _resolver(plan, mapping_path: str | os.PathLike[str] | None):
+    if mapping_path is not None:
+        from apportion.traces.mapping import load_mapping
+
+        return load_mapping(mapping_path).resolve
+    leaves = [c.path for c in plan.consumers if c.is_leaf]
+    if len(leaves) == 1:
+        return one_consumer(leaves[0])
+    raise SimulationError(f"the plan has {len(leaves)} leaf consumers: give --map to say which jobs go where "
+                          "(apportion simulate map TRACE --by group writes one)")
+
+
+def is_ducc_plan(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("ducc") is not None
+
+
+def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[str],
+             map_path: str | os.PathLike[str] | None = None, *, kind: str | None = None, skip_bad: int = 0,
+             tick: float | None = None, host_slots: int | None = None, sample: float = DEFAULT_SAMPLE,
+             plan_data: dict[str, Any] | None = None, series_points: int = 400,
+             on_progress: Callable[[Progress], None] | None = None, trace: Trace | None = None) -> SimRun:
+    """Replay ``trace_path`` under the plan at ``plan_path`` (or ``plan_data``, that
+    plan's data changed, for sweeps). PlanError, BadLine and SimulationError are the
+    user's mistakes and say where."""
+    from apportion.plan.positions import load_document
+
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    tr = trace if trace is not None else open_any(trace_path, kind, skip_bad)
+    data = plan_data if plan_data is not None else load_document(plan_path).data
+    if is_ducc_plan(data):
+        from apportion.simulate.ducc import ducc_simulate
+
+        run = ducc_simulate(plan_path, tr, map_path, data=plan_data, tick=tick, on_progress=on_progress,
+                            series_points=series_points)
+    else:
+        from apportion.simulate.cluster import load_sim_plan
+
+        plan, _ = load_sim_plan(plan_path, tr.info, host_slots, data=plan_data)
+        r = Replay(plan, iter_jobs(tr.jobs()), _resolver(plan, map_path), tick=tick or DEFAULT_TICK,
+                   sample=sample, on_progress=on_progress)
+        r.run()
+        run = SimRun(r.result(), r.rec.series(series_points))
+        run.result["arrived"] = r.arrived
+    res = run.result
+    res["plan"] = os.fspath(plan_path)
+    res["trace"] = os.fspath(trace_path)
+    res["map"] = os.fspath(map_path) if map_path is not None else None
+    res["skipped_lines"] = tr.skips.skipped
+    res["wall_seconds"] = time.perf_counter() - wall0
+    res["cpu_seconds"] = time.process_time() - cpu0
+    return run
