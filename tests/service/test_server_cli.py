@@ -66,6 +66,7 @@ def test_tokens_listed_and_revoked_from_the_cli(tmp_path):
         ids = {t["id"]: t for t in listed}
         assert len(listed) == 2 and made["token"] not in cli("token", "list").stdout
         tid = max(ids)
+        assert made["id"] == tid and made["kind"] == "consumer"  # the id `token revoke` takes
         assert (ids[tid]["kind"], ids[tid]["consumer"]) == ("consumer", "/A")
         r = cli("token", "revoke", str(tid), "--json")
         assert r.returncode == 0 and json.loads(r.stdout) == {"id": tid, "revoked": True}

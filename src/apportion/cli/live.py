@@ -473,20 +473,21 @@ def token_create(admin: Annotated[bool, typer.Option("--admin", help="An admin t
         raise typer.Exit(2)
     with _client(master, token_file) as api:
         try:
-            token = api.create_token(kinds[0], consumer=consumer, host=agent)
+            made = api.create_token_record(kinds[0], consumer=consumer, host=agent)
         except ApportionError as e:
             raise _fail(e) from None
+    token, token_id = made["token"], made.get("id")
     if output is not None:
         fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(token + "\n")
         os.chmod(output, 0o600)
         if json_out:
-            print(json.dumps({"kind": kinds[0], "file": str(output)}))
+            print(json.dumps({"kind": kinds[0], "id": token_id, "file": str(output)}))
         else:
-            out.print(f"a new {kinds[0]} token is in {output}", highlight=False)
+            out.print(f"a new {kinds[0]} token (id {token_id}) is in {output}", highlight=False)
     elif json_out:
-        print(json.dumps({"kind": kinds[0], "token": token}))
+        print(json.dumps({"kind": kinds[0], "id": token_id, "token": token}))
     else:
         print(token)
 

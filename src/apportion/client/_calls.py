@@ -29,6 +29,10 @@ def _drop_none(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
+def _token_call(kind: str, consumer: str | None, host: str | None, **kw: Any) -> Call:
+    return Call("POST", "/v1/tokens", json={"kind": kind, **_drop_none(consumer=consumer, host=host)}, **kw)
+
+
 class Endpoints:
     """The API, one method a call. Subclasses provide ``_send(call)``."""
 
@@ -183,8 +187,11 @@ class Endpoints:
 
     def create_token(self, kind: str, *, consumer: str | None = None, host: str | None = None) -> Any:
         """A new token (admin only): -> the token (str)."""
-        return self._send(Call("POST", "/v1/tokens", json={"kind": kind, **_drop_none(consumer=consumer, host=host)},
-                               pick=_key("token")))
+        return self._send(_token_call(kind, consumer, host, pick=_key("token")))
+
+    def create_token_record(self, kind: str, *, consumer: str | None = None, host: str | None = None) -> Any:
+        """A new token (admin only): -> ``{"token", "id", "kind"}``; the id is what ``revoke_token`` takes."""
+        return self._send(_token_call(kind, consumer, host))
 
     def tokens(self) -> Any:
         """Every token's id, kind and scope (admin only; never a token itself)."""
