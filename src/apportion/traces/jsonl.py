@@ -258,7 +258,7 @@ def write_jsonl(path: str | os.PathLike[str], jobs: Iterable[TraceJob], info: Tr
     header line when given; gzip when ``path`` ends in ``.gz``. Returns the jobs written."""
     target = os.fspath(path)
     raw = gzip.open(target, "wb", compresslevel=6) if target.endswith(".gz") else open(target, "wb")
-    dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    dumps = json.JSONEncoder(separators=(",", ":")).encode  # ASCII: no line separator in a line
     count = 0
     with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as out:  # type: ignore[arg-type]
         if info is not None:
