@@ -77,7 +77,7 @@ def test_activities_and_an_agent_restart(tmp_path: Path) -> None:
         assert (_ended(api, fails["id"])["state"], api.activity(fails["id"])["exit_code"]) == ("exited", 3)
         assert api.activity_output(fails["id"])["stderr"] == ["no"]
         bad = api.start_activity(alloc, "h1", ["/nonexistent/program"])["id"]
-        assert (_ended(api, bad)["state"], api.activity(bad)["exit_code"]) == ("exited", 127)
+        assert (_ended(api, bad)["state"], api.activity(bad)["exit_code"]) == ("failed", None)
         assert "/nonexistent/program" in api.activity_output(bad)["stderr"][0]
         pid = api.activity(shows)["pid"]
 

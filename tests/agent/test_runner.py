@@ -147,7 +147,8 @@ def test_output_tails_and_marks(runner: ProcessRunner) -> None:
 def test_a_start_that_cannot_run(runner: ProcessRunner) -> None:
     runner.start(Start(activity=5, argv=["/nonexistent/program"]), "h1")
     end = ended(runner, 5)
-    assert (end["state"], end["exit_code"]) == ("exited", 127)
+    assert (end["state"], end["exit_code"]) == ("failed", None)
+    assert "/nonexistent/program" in end["reason"] and "h1" in end["reason"]
     assert "/nonexistent/program" in end["stderr"][0]
 
 
@@ -187,8 +188,8 @@ def test_restart_adopts_live_processes_and_reports_gone_ones(tmp_path: Path) -> 
     try:
         assert second.running() == [{"id": 1, "pid": pid1}]
         got = {r["id"]: r for r in second.reports({})[0]}
-        assert got[2] | {"stdout": None, "stderr": None} == {"id": 2, "state": "exited", "exit_code": None,
-                                                             "signal": None, "stdout": None, "stderr": None}
+        assert {k: got[2][k] for k in ("id", "state", "exit_code", "signal", "user")} == {
+            "id": 2, "state": "exited", "exit_code": None, "signal": None, "user": got[1]["user"]}
         assert (got[3]["state"], got[3]["exit_code"]) == ("exited", 0)
         assert got[1]["state"] == "running"
         # The master does not know activity 1: it says stop, and the adopted process goes.

@@ -1,9 +1,6 @@
-"""Processes and process groups, as the runner needs to see them."""
+"""Processes, as the runner needs to see them: is this pid still the process it started?"""
 
 from __future__ import annotations
-
-import os
-import signal
 
 import psutil
 
@@ -26,32 +23,3 @@ def is_alive(pid: int, create_time: float) -> bool:
         return abs(p.create_time() - create_time) < _SAME_START and p.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
-
-
-def signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Send `sig` to every process of the group; a group that is gone is not an error."""
-    if pgid <= 1:
-        return  # never the agent's own group or every process
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def group_alive(pgid: int) -> bool:
-    """True while some process of the group runs (zombies waiting to be reaped do not count)."""
-    if pgid <= 1:
-        return False
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    for p in psutil.process_iter(["status"]):
-        try:
-            if p.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) == pgid:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False

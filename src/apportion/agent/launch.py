@@ -19,7 +19,7 @@ from apportion.agent.light import LightRunner
 from apportion.agent.link import MasterLink
 from apportion.agent.loop import Agent
 from apportion.agent.protocol import Runner
-from apportion.agent.runner import ProcessRunner
+from apportion.agent.runner import DEFAULT_PIDS_LIMIT, DEFAULT_UNKILLABLE_TIMEOUT, ProcessRunner
 from apportion.agent.users import UserPolicy
 
 log = logging.getLogger("apportion.agent")
@@ -39,6 +39,10 @@ class AgentConfig:
     light: bool = False
     count: int = 1
     policy: UserPolicy = UserPolicy()  # who activities may run as (a root agent's --default-user and rules)
+    containment: str = "auto"  # auto, cgroup-v2, cgroup-v1 or process-group (containment/select.py)
+    pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes an activity may have at once
+    cpu_cap: float | None = None  # cores per slot an activity may use at most (None: weights only)
+    unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT  # seconds past SIGKILL before "unkillable"
 
     def names(self) -> list[str]:
         return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
@@ -83,7 +87,11 @@ async def serve(config: AgentConfig) -> None:
             else:
                 workdir = config.workdir_of(name)
                 stack.enter_context(lock_workdir(workdir))
-                runners.append(ProcessRunner(workdir, masters=config.masters))
+                runner = ProcessRunner(workdir, masters=config.masters, policy=config.policy,
+                                       containment=config.containment, pids_limit=config.pids_limit,
+                                       cpu_cap=config.cpu_cap, unkillable_timeout=config.unkillable_timeout)
+                stack.callback(runner.close)  # its cgroup subtree goes if nothing runs in it
+                runners.append(runner)
         facts = gather(config.slots, config.memory, config.attributes)
         async with AsyncExitStack() as clients:
             agents: list[Agent] = []

@@ -14,7 +14,7 @@ import logging
 
 from apportion.agent.facts import HostFacts
 from apportion.agent.link import MasterLink, MasterUnreachable, Refused, Unregistered
-from apportion.agent.protocol import Json, OutputMark, Runner, Start
+from apportion.agent.protocol import HostReporting, Json, OutputMark, Runner, Start
 
 log = logging.getLogger("apportion.agent")
 
@@ -92,6 +92,8 @@ class Agent:
 
     async def register(self) -> None:
         body = self.facts.as_json() | {"activities": self.runner.running()}
+        if isinstance(self.runner, HostReporting):
+            body |= self.runner.describe()  # containment, run_as
         answer = await self.link.post(self._path + "/register", body, timeout=_SLACK)
         self.kill_grace = float(answer.get("kill_grace", self.kill_grace))
         self._take_interval(answer)
@@ -103,8 +105,10 @@ class Agent:
     async def heartbeat(self, wait: float) -> None:
         activities, marks = self.runner.reports(self.sent)
         began = asyncio.get_running_loop().time()
-        answer = await self.link.post(self._path + "/heartbeat", {"wait": wait, "activities": activities},
-                                      timeout=wait + _SLACK)
+        body: Json = {"wait": wait, "activities": activities}
+        if isinstance(self.runner, HostReporting):
+            body["host"] = self.runner.host_report()  # alien processes
+        answer = await self.link.post(self._path + "/heartbeat", body, timeout=wait + _SLACK)
         self.sent.update(marks)
         self._take_interval(answer)
         commands = answer.get("commands") or []

@@ -3,16 +3,43 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 Json = dict[str, Any]
 # What the agent last sent of an activity's output: the sizes of its stdout and stderr files.
 OutputMark = tuple[int, int]
 
 
+def _optional_int(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name}: a number of at least 0, or null")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class StartLimits:
+    """The start command's `limits`: bytes of memory and of swap beyond it, CPU weight (100 per slot)."""
+
+    memory: int | None = None
+    swap: int | None = None
+    cpu_weight: int | None = None
+
+    @classmethod
+    def from_json(cls, raw: Any) -> StartLimits:
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict):
+            raise ValueError("limits: an object")
+        return cls(memory=_optional_int(raw.get("memory"), "limits.memory"),
+                   swap=_optional_int(raw.get("swap"), "limits.swap"),
+                   cpu_weight=_optional_int(raw.get("cpu_weight"), "limits.cpu_weight"))
+
+
 @dataclass(frozen=True)
 class Start:
-    """`{"op": "start", "activity", "allocation", "argv", "env", "cwd", "slots"}`."""
+    """`{"op": "start", "activity", "allocation", "argv", "env", "cwd", "slots", "user", "limits"}`."""
 
     activity: int
     argv: list[str]
@@ -20,6 +47,8 @@ class Start:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     slots: int = 1
+    user: str | None = None  # the execution user the master resolved; None: the agent's --default-user
+    limits: StartLimits = field(default_factory=StartLimits)
 
     @classmethod
     def from_json(cls, c: Json) -> Start:
@@ -30,10 +59,14 @@ class Start:
         if not isinstance(env, dict):
             raise ValueError("env: an object of strings")
         allocation = c.get("allocation")
+        user = c.get("user")
+        if user is not None and not isinstance(user, str):
+            raise ValueError("user: a string or null")
         return cls(activity=int(c["activity"]), argv=list(argv),
                    allocation=None if allocation is None else int(allocation),
                    env={str(k): str(v) for k, v in env.items()}, cwd=c.get("cwd") or None,
-                   slots=int(c.get("slots") or 1))
+                   slots=int(c.get("slots") or 1), user=user or None,
+                   limits=StartLimits.from_json(c.get("limits")))
 
 
 class Runner(Protocol):
@@ -46,7 +79,7 @@ class Runner(Protocol):
     def start(self, cmd: Start, host: str) -> None: ...
 
     def fail(self, activity: int, message: str) -> None:
-        """Record a start that could not be made sense of as ended (exit code 127)."""
+        """Record a start that could not be made sense of as failed, with `message` as its reason."""
         ...
 
     def stop(self, activity: int, kill_grace: float) -> None: ...
@@ -59,4 +92,17 @@ class Runner(Protocol):
 
     def reports(self, sent: dict[int, OutputMark]) -> tuple[list[Json], dict[int, OutputMark]]:
         """Every activity not forgotten, with output where it changed since `sent`; and the new marks."""
+        ...
+
+
+@runtime_checkable
+class HostReporting(Protocol):
+    """What a runner that runs real processes adds to the register and heartbeat bodies."""
+
+    def describe(self) -> Json:
+        """For register: `{"containment", "run_as"}`."""
+        ...
+
+    def host_report(self) -> Json:
+        """For the heartbeat's "host": `{"alien"}`."""
         ...

@@ -1,65 +1,133 @@
-"""Activities as real processes: each in its own process group, stopped by SIGTERM then SIGKILL.
+"""Activities as real processes, each held by the agent's containment (containment/): a cgroup
+(v2 or v1) or, without one, its process group and an environment tag.
 
-Output goes to WORKDIR/activities/ID/stdout and stderr; that directory is also the activity's
-working directory unless the master names one. The state file (statefile.py) keeps what runs,
-so a runner made again on the same work directory (after the agent restarted) adopts the
-processes that are still alive and reports the others as exited with no code.
+A start resolves the execution user through the agent's policy (users.py), gives the activity a
+clean environment (environment.py) and its own directory, makes its cgroup with its limits, and
+starts the process as that user inside it. Anything that goes wrong on the way (a refused user, a
+NUL byte, a program that does not exist, a cgroup that cannot be made) ends that activity
+"failed" with the reason; nothing of it runs and the agent goes on.
+
+An activity ends only once every process of it is gone: when its first process exits, what it
+left behind is killed; a stop signals every process (SIGTERM, SIGKILL after kill_grace), with the
+cgroup frozen meanwhile so nothing forks away. Processes that outlive SIGKILL by the unkillable
+timeout make the activity report "unkillable". The kernel's OOM kill in its cgroup ends it
+"killed" with "oom". Output goes to WORKDIR/activities/ID/stdout and stderr; that directory is also
+the activity's working directory unless the master names one. The state file (statefile.py) keeps
+what runs, so a runner made again on the same work directory (after the agent restarted) adopts
+what still runs there, and reports the others as exited with no code.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from apportion.agent import statefile, tails
-from apportion.agent.groups import group_alive, is_alive, process_create_time, signal_group
+from apportion.agent import statefile, tails, users
+from apportion.agent.containment import Box, Containment, Limits, choose
+from apportion.agent.containment.alien import alien_pids, system_uids
+from apportion.agent.containment.procgroup import ProcessGroup
+from apportion.agent.environment import clean_env
+from apportion.agent.groups import is_alive, process_create_time
 from apportion.agent.protocol import Json, OutputMark, Start
 from apportion.agent.statefile import Entry
+from apportion.agent.users import UserPolicy
 
 log = logging.getLogger("apportion.agent")
 
 # Output characters one heartbeat carries at most (beyond the one activity that crosses the line);
 # the master takes bodies of up to 1 MiB.
 OUTPUT_BUDGET = 256 * 1024
-# Never handed on to an activity: the agent's own credentials.
-_PRIVATE_ENV = ("APPORTION_TOKEN",)
+DEFAULT_PIDS_LIMIT = 4096
+DEFAULT_UNKILLABLE_TIMEOUT = 60.0  # as Slurm's UnkillableStepTimeout
+USAGE_EVERY = 1.0  # seconds between two reads of an activity's usage
+ALIEN_EVERY = 5.0  # seconds between two counts of alien processes
+KILL_AGAIN = 0.2  # seconds between two SIGKILLs to what is still there
 
 
 @dataclass
 class _Live:
-    """What the runner knows of a process beyond its state-file entry."""
+    """What the runner knows of a running activity beyond its state-file entry."""
 
     proc: subprocess.Popen[bytes] | None  # None for a process adopted after a restart
-    kill_at: float | None = None  # monotonic time of the SIGKILL, once a stop came
-    sent: int | None = None  # the last signal the runner sent the group
+    box: Box
+    kill_at: float | None = None  # monotonic time the SIGKILL is due, once a stop came or the leader ended
+    stopping: bool = False  # a stop came (else an end is the leader's own)
+    sent: int | None = None  # the last signal a stop sent
+    killed_at: float | None = None  # the first SIGKILL
+    last_kill: float = 0.0
     leader_status: tuple[str, int | None, int | None] | None = None  # the leader's end, once reaped
 
 
+def mib(n: int | None) -> str:
+    return "none" if n is None else f"{n / 2**20:.0f}"
+
+
 class ProcessRunner:
-    def __init__(self, workdir: Path, masters: list[str] | None = None) -> None:
+    def __init__(self, workdir: Path, masters: list[str] | None = None, policy: UserPolicy | None = None,
+                 containment: str | Containment = "auto", pids_limit: int | None = DEFAULT_PIDS_LIMIT,
+                 cpu_cap: float | None = None, unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT) -> None:
+        """`cpu_cap`: cores per slot an activity may use at most (None: no hard cap, only weights)."""
         self.workdir = workdir
         self.masters = list(masters or [])  # told to the processes (APPORTION_MASTER): DUCC's work loop calls it
+        self.policy = policy or UserPolicy()
+        self.pids_limit = pids_limit
+        self.cpu_cap = cpu_cap
+        self.unkillable_timeout = unkillable_timeout
         self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)  # output may hold secrets
+        self.containment = containment if isinstance(containment, Containment) else choose(containment, workdir)
+        log.info("containment: %s", self.containment.level)
+        self._system_uids = system_uids(self.policy.allowed_system_users)
+        self._usage_at = -1e9
+        self._alien_at = -1e9
+        self._alien = 0
         self.entries: dict[int, Entry] = statefile.load(workdir)
         self.live: dict[int, _Live] = {}
+        self._legacy: ProcessGroup | None = None  # for what an agent with another containment started
+        boxes: dict[int, tuple[Box, bool]] = {}
         for aid, e in self.entries.items():
-            if e.state != "running":
-                continue
-            if is_alive(e.pid, e.create_time):
-                self.live[aid] = _Live(proc=None)
+            if e.state == "running":
+                alive = is_alive(e.pid, e.create_time)  # else its pid may be someone else's by now
+                boxes[aid] = (self._adopt(aid, e, e.pid if alive else 0), alive)
+        self._refresh([b for b, _ in boxes.values()], force=True)
+        for aid, (box, alive) in boxes.items():
+            e = self.entries[aid]
+            if alive or not box.empty():
+                self.live[aid] = _Live(proc=None, box=box)
                 log.info("activity %d: adopted pid %d", aid, e.pid)
             else:
                 e.state, e.exit_code, e.signal = "exited", None, None
+                box.remove()
                 log.info("activity %d: pid %d is gone", aid, e.pid)
+        self.containment.sweep({live.box.key for live in self.live.values()})
         self._save()
+
+    def _adopt(self, aid: int, e: Entry, pid: int) -> Box:
+        level, _, key = (e.box or "").partition("/")
+        if level == self.containment.level:
+            return self.containment.adopt(aid, key, pid)
+        # Started by an agent with another containment (or none): its process group and tag, if any.
+        if self._legacy is None:
+            self._legacy = ProcessGroup(self.containment.level + "-legacy")
+        return self._legacy.adopt(aid, key or f"legacy:{aid}", pid)
 
     def activity_dir(self, activity: int) -> Path:
         return self.workdir / "activities" / str(activity)
+
+    def describe(self) -> Json:
+        return {"containment": self.containment.level,
+                "run_as": {"root": users.is_root(), "user": users.agent_identity().name}}
+
+    def host_report(self) -> Json:
+        now = time.monotonic()
+        if now - self._alien_at >= ALIEN_EVERY:
+            self._alien_at = now
+            members = self.containment.members(live.box for live in self.live.values())
+            self._alien = len(alien_pids(members, self.policy.min_uid, self._system_uids))
+        return {"alien": self._alien}
 
     def running(self) -> list[Json]:
         return [{"id": aid, "pid": e.pid} for aid, e in sorted(self.entries.items()) if e.state == "running"]
@@ -67,37 +135,64 @@ class ProcessRunner:
     def start(self, cmd: Start, host: str) -> None:
         if cmd.activity in self.entries:
             return  # start is idempotent
-        adir = self.activity_dir(cmd.activity)
-        adir.mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
-        if self.masters:
-            env["APPORTION_MASTER"] = ",".join(self.masters)
-        env.update(cmd.env)
-        env.update(APPORTION_ALLOCATION="" if cmd.allocation is None else str(cmd.allocation),
-                   APPORTION_HOST=host, APPORTION_SLOTS=str(cmd.slots), APPORTION_ACTIVITY=str(cmd.activity))
         try:
-            with open(adir / "stdout", "ab") as out, open(adir / "stderr", "ab") as err:
+            self._start(cmd, host)
+        except users.Refused as e:
+            self._failed(cmd.activity, str(e))
+        except Exception as e:  # noqa: BLE001 - whatever it was, this activity fails and the agent goes on
+            if isinstance(e, subprocess.SubprocessError) and "preexec" in str(e):
+                why = "it could not join its cgroup"
+            else:
+                why = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) else str(e)
+            self._failed(cmd.activity, f"cannot start {cmd.argv[0]!r} on {host}: {why}")
+
+    def _start(self, cmd: Start, host: str) -> None:
+        run_as = users.resolve(cmd.user, self.policy, host)
+        adir = self.activity_dir(cmd.activity)
+        adir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        users.prepare_dir(adir, run_as)
+        limits = Limits(memory=cmd.limits.memory, swap=cmd.limits.swap, cpu_weight=cmd.limits.cpu_weight,
+                        cpu_cap=None if self.cpu_cap is None else self.cpu_cap * cmd.slots, pids=self.pids_limit)
+        box = self.containment.create(cmd.activity, limits)
+        try:
+            told = {"APPORTION_ALLOCATION": "" if cmd.allocation is None else str(cmd.allocation),
+                    "APPORTION_HOST": host, "APPORTION_SLOTS": str(cmd.slots), "APPORTION_ACTIVITY": str(cmd.activity)}
+            if self.masters:
+                told["APPORTION_MASTER"] = ",".join(self.masters)
+            env = clean_env(cmd.env, told | box.env(), run_as)
+            with users.open_output(adir / "stdout") as out, users.open_output(adir / "stderr") as err:
                 proc = subprocess.Popen(cmd.argv, cwd=cmd.cwd or adir, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=out, stderr=err, start_new_session=True)
-        except OSError as e:
-            self.fail(cmd.activity, f"apportion agent: cannot start {cmd.argv[0]!r}: {e}")
-            return
-        self.entries[cmd.activity] = Entry(allocation=cmd.allocation, pid=proc.pid,
-                                           create_time=process_create_time(proc.pid) or 0.0, state="running")
-        self.live[cmd.activity] = _Live(proc=proc)
+                                        stdout=out, stderr=err, start_new_session=True,
+                                        preexec_fn=box.enter if box.joins else None, **users.popen_kwargs(run_as))
+        except BaseException:
+            box.close_enter()
+            box.remove()
+            raise
+        box.started(proc.pid)
+        self.entries[cmd.activity] = Entry(
+            allocation=cmd.allocation, pid=proc.pid, create_time=process_create_time(proc.pid) or 0.0,
+            state="running", box=f"{self.containment.level}/{box.key}", user=run_as.name, uid=run_as.uid,
+            limits=box.applied(), usage=None)
+        self.live[cmd.activity] = _Live(proc=proc, box=box)
         self._save()
-        log.info("activity %d: started pid %d", cmd.activity, proc.pid)
+        log.info("activity %d: started pid %d as %s", cmd.activity, proc.pid, run_as.name)
 
     def fail(self, activity: int, message: str) -> None:
-        if activity in self.entries:
-            return
+        if activity not in self.entries:
+            self._failed(activity, message)
+
+    def _failed(self, activity: int, reason: str) -> None:
         adir = self.activity_dir(activity)
-        adir.mkdir(parents=True, exist_ok=True)
-        with open(adir / "stderr", "a") as err:
-            err.write(message + "\n")
-        self.entries[activity] = Entry(allocation=None, pid=0, create_time=0.0, state="exited", exit_code=127)
+        try:
+            adir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with users.open_output(adir / "stderr") as err:
+                err.write(f"apportion agent: {reason}\n".encode(errors="replace"))
+        except OSError:
+            pass  # the reason goes to the master all the same
+        reason = reason[:1000]  # what the master keeps of it
+        self.entries[activity] = Entry(allocation=None, pid=0, create_time=0.0, state="failed", reason=reason)
         self._save()
-        log.warning("activity %d: %s", activity, message)
+        log.warning("activity %d: failed: %s", activity, reason)
 
     def stop(self, activity: int, kill_grace: float) -> None:
         e = self.entries.get(activity)
@@ -107,12 +202,14 @@ class ProcessRunner:
             self._save()
             return
         live = self.live.get(activity)
-        if e.state != "running" or live is None or live.kill_at is not None:
+        if e.state != "running" or live is None or live.stopping:
             return  # ended already, or being stopped: a repeated stop changes nothing
-        live.kill_at = time.monotonic() + max(0.0, kill_grace)
+        now = time.monotonic()
+        live.stopping = True
+        live.kill_at = min(live.kill_at or float("inf"), now + max(0.0, kill_grace))
         live.sent = signal.SIGTERM
-        signal_group(e.pid, signal.SIGTERM)
-        log.info("activity %d: SIGTERM to group %d, SIGKILL in %gs", activity, e.pid, kill_grace)
+        live.box.signal(signal.SIGTERM)
+        log.info("activity %d: SIGTERM to every process, SIGKILL in %gs", activity, kill_grace)
 
     def forget(self, activity: int) -> None:
         e = self.entries.get(activity)
@@ -121,36 +218,73 @@ class ProcessRunner:
         del self.entries[activity]
         self._save()
         adir = self.activity_dir(activity)
-        for stream in ("stdout", "stderr"):
+        for stream in users.OUTPUT_STREAMS:
             (adir / stream).unlink(missing_ok=True)
         try:
             adir.rmdir()  # only if the activity left nothing of its own there
         except OSError:
             pass
 
+    def _refresh(self, boxes: list[Box] | None = None, force: bool = False) -> None:
+        if boxes is None:
+            boxes = [live.box for live in self.live.values()]
+        self.containment.refresh(boxes, force)
+        if self._legacy is not None:
+            self._legacy.refresh(boxes, force)
+
     def poll(self) -> bool:
-        ended = False
+        changed = False
         now = time.monotonic()
+        for aid, live in self.live.items():
+            if live.leader_status is None:
+                live.leader_status = self._leader_end(self.entries[aid], live)
+                if live.leader_status is not None and live.kill_at is None:
+                    live.kill_at = now  # the activity's first process ended: what it left goes now
+        ending = [live for live in self.live.values() if live.kill_at is not None]
+        self._refresh(force=bool(ending))
         for aid, live in list(self.live.items()):
+            if live.kill_at is None:
+                continue
             e = self.entries[aid]
+            if not live.box.empty():
+                if now >= live.kill_at and now - live.last_kill >= KILL_AGAIN:
+                    live.box.kill()
+                    live.last_kill = now
+                    if live.killed_at is None:
+                        live.killed_at = now
+                        log.info("activity %d: SIGKILL to every process", aid)
+                    if live.stopping:
+                        live.sent = signal.SIGKILL
+                if live.killed_at is not None and not e.unkillable and now - live.killed_at >= self.unkillable_timeout:
+                    e.unkillable = True
+                    changed = True
+                    log.error("activity %d: processes %s outlive SIGKILL by %gs: unkillable", aid,
+                              sorted(live.box.procs()), self.unkillable_timeout)
+                continue
             if live.leader_status is None:
                 live.leader_status = self._leader_end(e, live)
-            if live.kill_at is not None and now >= live.kill_at and group_alive(e.pid):
-                signal_group(e.pid, signal.SIGKILL)
-                live.sent = signal.SIGKILL
-                log.info("activity %d: SIGKILL to group %d", aid, e.pid)
-                live.kill_at = now  # again at the next poll if something still lives
-            if live.leader_status is None:
-                continue
-            if live.kill_at is not None and group_alive(e.pid):
-                continue  # a stop ends when the whole group is gone
-            e.state, e.exit_code, e.signal = live.leader_status
-            del self.live[aid]
-            ended = True
-            log.info("activity %d: %s (exit code %s, signal %s)", aid, e.state, e.exit_code, e.signal)
-        if ended:
+                if live.leader_status is None:
+                    continue
+            self._end(aid, live)
+            changed = True
+        if changed:
             self._save()
-        return ended
+        return changed
+
+    def _end(self, aid: int, live: _Live) -> None:
+        e = self.entries[aid]
+        box = live.box
+        assert live.leader_status is not None
+        e.state, e.exit_code, e.signal = live.leader_status
+        e.usage = box.usage().as_json()
+        if box.oom():
+            e.state, e.exit_code, e.signal, e.oom = "killed", None, int(signal.SIGKILL), True
+            limit = (e.limits or {}).get("memory")
+            e.reason = f"out of memory: limit {mib(limit)} MiB, peak {mib(e.usage['memory_peak'])} MiB"
+        box.remove()
+        del self.live[aid]
+        log.info("activity %d: %s (exit code %s, signal %s)%s", aid, e.state, e.exit_code, e.signal,
+                 f": {e.reason}" if e.reason else "")
 
     def _leader_end(self, e: Entry, live: _Live) -> tuple[str, int | None, int | None] | None:
         if live.proc is None:
@@ -164,7 +298,17 @@ class ProcessRunner:
             return None
         return ("killed", None, -code) if code < 0 else ("exited", code, None)
 
+    def _read_usage(self) -> None:
+        now = time.monotonic()
+        if now - self._usage_at < USAGE_EVERY or not self.live:
+            return
+        self._usage_at = now
+        self._refresh(force=True)
+        for aid, live in self.live.items():
+            self.entries[aid].usage = live.box.usage().as_json()
+
     def reports(self, sent: dict[int, OutputMark]) -> tuple[list[Json], dict[int, OutputMark]]:
+        self._read_usage()
         out: list[Json] = []
         marks: dict[int, OutputMark] = {}
         budget = OUTPUT_BUDGET  # what is left waits for the next heartbeat: its mark is not taken
@@ -174,6 +318,18 @@ class ProcessRunner:
                 r["pid"] = e.pid
             else:
                 r["exit_code"], r["signal"] = e.exit_code, e.signal
+            if e.reason is not None:
+                r["reason"] = e.reason
+            if e.user is not None:
+                r["user"], r["uid"] = e.user, e.uid
+            if e.limits is not None:
+                r["limits"] = e.limits
+            if e.usage is not None:
+                r["usage"] = e.usage
+            if e.oom:
+                r["oom"] = True
+            if e.unkillable:
+                r["unkillable"] = True
             adir = self.activity_dir(aid)
             mark = (tails.size(adir / "stdout"), tails.size(adir / "stderr"))
             if sent.get(aid) != mark and mark != (-1, -1) and budget > 0:
@@ -184,15 +340,32 @@ class ProcessRunner:
             out.append(r)
         return out, marks
 
-    def close(self, kill: bool = False) -> None:
-        """Let go of the processes (they keep running, the state file remembers them), or kill them."""
+    def close(self, kill: bool = False, timeout: float = 10.0) -> None:
+        """Let go of the processes (they keep running in their cgroups, the state file remembers
+        them), or kill them and wait until every one is gone. The agent's subtree goes if it is empty."""
         if kill:
-            for aid in list(self.live):
-                signal_group(self.entries[aid].pid, signal.SIGKILL)
-                proc = self.live[aid].proc
-                if proc is not None:
-                    proc.wait()
+            deadline = time.monotonic() + timeout
+            for live in self.live.values():
+                live.box.kill()
+            for aid, live in list(self.live.items()):
+                while time.monotonic() < deadline:
+                    self._refresh(force=True)
+                    if live.box.empty():
+                        break
+                    live.box.kill()
+                    time.sleep(0.01)
+                if live.proc is not None:
+                    try:
+                        live.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
+                if live.box.empty():
+                    live.box.remove()
             self.live.clear()
+        else:
+            for live in self.live.values():
+                live.box.close_enter()
+        self.containment.close()
 
     def _save(self) -> None:
         statefile.save(self.workdir, self.entries)

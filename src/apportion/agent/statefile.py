@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 from pathlib import Path
 
 STATE_FILE = "state.json"
@@ -21,9 +22,17 @@ class Entry:
     allocation: int | None
     pid: int
     create_time: float  # psutil's, to tell this process from a later one with the same pid
-    state: str  # "running", "exited" or "killed"
+    state: str  # "running", "exited", "killed" or "failed"
     exit_code: int | None = None
     signal: int | None = None
+    reason: str | None = None  # why it failed, or ran out of memory
+    box: str | None = None  # its containment's key (cgroup name or tag), to adopt it after a restart
+    user: str | None = None
+    uid: int | None = None
+    limits: dict[str, Any] | None = None  # what the agent applied
+    usage: dict[str, Any] | None = None  # the last usage read
+    oom: bool = False
+    unkillable: bool = False
 
 
 def load(workdir: Path) -> dict[int, Entry]:
@@ -32,7 +41,8 @@ def load(workdir: Path) -> dict[int, Entry]:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
-    return {int(k): Entry(**v) for k, v in raw.get("activities", {}).items()}
+    names = {f.name for f in fields(Entry)}  # a key this agent does not know (a newer one wrote it) is left out
+    return {int(k): Entry(**{n: x for n, x in v.items() if n in names}) for k, v in raw.get("activities", {}).items()}
 
 
 def save(workdir: Path, entries: dict[int, Entry]) -> None:

@@ -75,6 +75,17 @@ def agent_command(
                                      "whatever else allows them."),
     allowed_system_users: str = typer.Option("nobody", "--allowed-system-users", metavar="NAME,...",
                                              help="Users below --min-uid that may run work."),
+    containment: str = typer.Option("auto", "--containment", metavar="LEVEL", help="How activities' processes "
+                                    "are held: auto (cgroup-v2 where memory and pids are delegated, else "
+                                    "cgroup-v1 where a memory hierarchy is writable, else process-group), or "
+                                    "one of those three; a level named that cannot work stops the agent."),
+    pids_limit: int = typer.Option(4096, "--pids-limit", min=0, help="Processes an activity may have at once "
+                                   "(cgroup levels; 0: no limit)."),
+    cpu_cap: float | None = typer.Option(None, "--cpu-cap", min=0.01, help="A hard cap on the CPU an activity "
+                                         "may use, in cores per slot (default: none, CPU weight by slots only)."),
+    unkillable_timeout: float = typer.Option(60.0, "--unkillable-timeout", min=0.01, help="Seconds processes "
+                                             "may outlive SIGKILL before the activity is reported unkillable "
+                                             "(the master then closes the host)."),
     log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
     """Run an agent: register this host with the master, heartbeat, and start and stop its activities.
@@ -82,6 +93,7 @@ def agent_command(
     Run as root, the agent starts each activity as its execution user (or --default-user), never as
     root, and refuses users its policy bans; run as another user, it runs every activity as itself."""
     from apportion.agent.facts import parse_attributes
+    from apportion.agent.containment import CHOICES, ContainmentUnavailable
     from apportion.agent.launch import AgentConfig, WorkdirBusy, run
 
     try:
@@ -96,9 +108,12 @@ def agent_command(
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per heartbeat
     config = AgentConfig(masters=masters, name=name, token=_token(token_file), slots=slots, memory=memory,
                          attributes=attributes, workdir=workdir, heartbeat=heartbeat, light=light, count=count,
-                         policy=policy)
+                         policy=policy, containment=containment, pids_limit=pids_limit or None,
+                         cpu_cap=cpu_cap, unkillable_timeout=unkillable_timeout)
+    if containment not in CHOICES:
+        raise typer.BadParameter(f"one of {', '.join(CHOICES)}", param_hint="--containment")
     try:
         run(config)
-    except WorkdirBusy as e:
+    except (WorkdirBusy, ContainmentUnavailable) as e:
         typer.echo(f"apportion agent: {e}", err=True)
         raise typer.Exit(2) from None
