@@ -11,7 +11,7 @@ from rich.console import Console
 from apportion.cli.agent import agent_command
 from apportion.cli import ducc_live, live
 from apportion.cli.bench import bench_app
-from apportion.cli.importer import import_app
+from apportion.cli.importer import export_app, import_app
 from apportion.cli.server import server_app
 
 app = typer.Typer(
@@ -22,8 +22,13 @@ app = typer.Typer(
 app.add_typer(bench_app, name="bench")
 __import__("apportion.cli.bench_ducc_live", fromlist=["register"]).register(bench_app)  # bench ducc-live
 app.add_typer(import_app, name="import")
+app.add_typer(export_app, name="export")
 app.add_typer(server_app, name="server")
 app.command(name="agent")(agent_command)
+from apportion.cli.simulate import simulate_app, sweep_command  # noqa: E402
+
+app.add_typer(simulate_app, name="simulate")
+app.command(name="sweep")(sweep_command)
 
 out = Console()
 err = Console(stderr=True)

@@ -1,0 +1,229 @@
+"""`apportion simulate PLAN TRACE`, `apportion simulate compare A.json B.json`,
+`apportion simulate map TRACE`, and `apportion sweep GRID.yaml` (docs/simulate.md)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperGroup
+
+out = Console()
+err = Console(stderr=True)
+
+
+class _DefaultRun(TyperGroup):
+    """`apportion simulate PLAN TRACE` runs `run`; `compare` and `map` are subcommands."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+simulate_app = typer.Typer(cls=_DefaultRun, no_args_is_help=True,
+                           help="Replay a workload trace against a plan: waits, fairness, reclaims, a report.")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _user_errors():
+    from apportion.plan import PlanError
+    from apportion.simulate.replay import SimulationError
+    from apportion.traces.record import BadLine
+
+    return PlanError, SimulationError, BadLine, ValueError, OSError
+
+
+def _say_problem(e: Exception) -> None:
+    from apportion.plan import PlanError
+
+    if isinstance(e, PlanError):
+        err.print(f"[bold red]{len(e.problems)} problem(s):[/]")
+        for p in e.problems:
+            err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    _fail(str(e))
+
+
+def _pct(x: float) -> str:
+    return f"{x:.1%}"
+
+
+def _dur(s: float) -> str:
+    if s >= 86_400:
+        return f"{s / 86_400:,.1f} d"
+    if s >= 3600:
+        return f"{s / 3600:,.1f} h"
+    if s >= 60:
+        return f"{s / 60:,.1f} min"
+    return f"{s:,.0f} s"
+
+
+def render_result(console: Console, res: dict) -> None:
+    ftf = res["fairness"]
+    console.print(f"[bold]{res['jobs']:,} jobs[/] over {_dur(res['makespan'])} (makespan); utilisation "
+                  f"{_pct(res['utilisation'])}; Jain {ftf['jain']:.3f}; deviation from deserved: max "
+                  f"{_pct(ftf['max_deviation'])}, mean {_pct(ftf['mean_deviation'])} of the cluster; "
+                  f"{res['reclaims']:,} reclaims, {res['evictions']:,} evictions, "
+                  f"{res['lost_slot_seconds'] / 3600:,.1f} slot-hours lost")
+    t = Table(title="per consumer")
+    for col in ("consumer", "jobs", "wait mean", "wait p95", "bsld mean", "bsld p95", "held", "deserved",
+                "shortfall", "starved", "reclaims", "evictions", "lost slot-h", "FTF"):
+        t.add_column(col, justify="left" if col == "consumer" else "right")
+    for path, c in res["consumers"].items():
+        f = c["finish_time_fairness"]
+        t.add_row(path, f"{c['jobs']:,}", _dur(c["wait"]["mean"]), _dur(c["wait"]["p95"]),
+                  f"{c['bounded_slowdown']['mean']:.2f}", f"{c['bounded_slowdown']['p95']:.2f}",
+                  f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}", _dur(c["shortfall_seconds"]),
+                  _dur(c.get("starved_seconds", 0.0)), f"{c['reclaims']:,}", f"{c['evictions']:,}",
+                  f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}")
+    console.print(t)
+    console.print(f"{res.get('cycles', 0):,} cycles in {res.get('wall_seconds', 0):.2f} s "
+                  f"({res.get('cpu_seconds', 0):.2f} s CPU)")
+
+
+@simulate_app.command("run", hidden=True)
+def run_cmd(
+    plan: Path = typer.Argument(..., help="The plan (YAML/TOML). Without hosts, the cluster is the trace's; "
+                                "with a ducc: section, DUCC work is replayed through DUCC's cycle."),
+    trace: Path = typer.Argument(..., help="The trace: SWF (.swf, .swf.gz), a DUCC workload directory, Google "
+                                 "2011 task events, Alibaba GPU 2023 pods, or apportion JSONL."),
+    map_file: Path | None = typer.Option(None, "--map", help="The mapping from trace users/groups/queues/"
+                                         "partitions to consumers (needed when the plan has several leaves)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON (the stable contract)."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write result.json, consumers.csv, series.csv, "
+                                        "report.html and its PNGs here."),
+    skip_bad: int = typer.Option(0, "--skip-bad", min=0, help="Skip up to N bad trace lines (counted)."),
+    kind: str | None = typer.Option(None, "--kind", help="The trace's kind when its name does not say: "
+                                    "swf, ducc, google, alibaba, jsonl."),
+    tick: float | None = typer.Option(None, "--tick", min=0.001, help="Seconds between cycles (default: the "
+                                      "master's tick, 1 s; DUCC: the plan's cycle, 10 s)."),
+    host_slots: int | None = typer.Option(None, "--host-slots", min=1, help="When the cluster comes from the "
+                                          "trace: cut its processors into hosts of N slots."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="A progress bar on stderr "
+                                  "(never with --json or when stderr is not a terminal)."),
+) -> None:
+    """Replay TRACE against PLAN: who waits, who is starved, reclaims, work lost, fairness."""
+    from apportion.simulate.progress import progress_bar
+    from apportion.simulate.run import open_any, simulate
+
+    try:
+        tr = open_any(trace, kind, skip_bad)
+        with progress_bar(progress and not json_out, tr.info.jobs) as cb:
+            run = simulate(plan, trace, map_file, kind=kind, skip_bad=skip_bad, tick=tick, host_slots=host_slots,
+                           on_progress=cb, trace=tr)
+    except _user_errors() as e:
+        _say_problem(e)
+        return
+    if out_dir is not None:
+        from apportion.simulate.output import write_all
+        from apportion.simulate.report import write_report
+
+        write_all(out_dir, run.result, run.series)
+        html = write_report(out_dir, run.result, run.series)
+        if not json_out:
+            out.print(f"wrote {out_dir}/result.json, consumers.csv, series.csv and {html.name}")
+    if json_out:
+        print(json.dumps(run.result, indent=1))
+    else:
+        render_result(out, run.result)
+
+
+@simulate_app.command("compare")
+def compare_cmd(
+    a: Path = typer.Argument(..., help="A run's JSON (apportion simulate --json, or --out's result.json)."),
+    b: Path = typer.Argument(..., help="The other run's JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+    threshold: float = typer.Option(0.05, "--threshold", min=0.0, help="Mark differences larger than this "
+                                    "fraction of the larger value."),
+) -> None:
+    """Two runs side by side, per consumer, with the differences marked."""
+    from apportion.simulate.compare import compare, load_run, render_compare
+
+    try:
+        ra, rb = load_run(a), load_run(b)
+    except (OSError, ValueError) as e:
+        _fail(str(e))
+        return
+    result = compare(ra, rb, threshold, str(a), str(b))
+    if json_out:
+        print(json.dumps(result, indent=1))
+    else:
+        render_compare(out, result)
+
+
+@simulate_app.command("map")
+def map_cmd(
+    trace: Path = typer.Argument(..., help="The trace to read through once."),
+    by: str = typer.Option("group", "--by", help="One consumer per distinct user, group, queue or partition."),
+    out_file: Path | None = typer.Option(None, "-o", "--output", help="Write the mapping here (default: stdout)."),
+    plan_out: Path | None = typer.Option(None, "--plan-out", help="Also write a plan: the trace's hosts and "
+                                         "one consumer per value, share ratio 1."),
+    prefix: str = typer.Option("/", "--prefix", help="The parent of the consumers (/ or a path like /Teams)."),
+    kind: str | None = typer.Option(None, "--kind", help="The trace's kind when its name does not say."),
+    skip_bad: int = typer.Option(0, "--skip-bad", min=0, help="Skip up to N bad trace lines (counted)."),
+) -> None:
+    """A mapping with one consumer per group (or user, queue, partition) of TRACE."""
+    from apportion.simulate.run import open_any
+    from apportion.traces.mapping import generate, render_map, render_plan
+
+    try:
+        tr = open_any(trace, kind, skip_bad)
+        mapping, plan = generate(tr, by, prefix)
+    except _user_errors() as e:
+        _say_problem(e)
+        return
+    note = f"apportion simulate map {trace.name} --by {by}: {len(mapping.rules)} consumers"
+    text = render_map(mapping, note)
+    if out_file is None:
+        sys.stdout.write(text)
+    else:
+        out_file.write_text(text, encoding="utf-8")
+        err.print(f"wrote {out_file} ({len(mapping.rules)} rules, default {mapping.default})")
+    if plan_out is not None:
+        plan_out.write_text(render_plan(plan, note), encoding="utf-8")
+        err.print(f"wrote {plan_out} ({len(plan.get('hosts', []))} host lines, "
+                  f"{len(plan.get('consumers', []))} consumers)")
+
+
+def sweep_command(
+    grid: Path = typer.Argument(..., help="The sweep: a plan, a trace, a mapping and the variants "
+                                "(docs/simulate.md, \"Sweeps\")."),
+    scheduler: str | None = typer.Option(None, "--scheduler", help="Run the variants on this Dask scheduler "
+                                         "(tcp://HOST:PORT); needs apportion[dask]."),
+    dask_local: int | None = typer.Option(None, "--dask-local", min=1, help="Run them on a local Dask "
+                                          "cluster of N worker processes."),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Local processes (default: CPUs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print every variant's figures as JSON."),
+    out_dir: Path | None = typer.Option(None, "--out", help="Write sweep.json, sweep.csv and the plots here."),
+) -> None:
+    """Plan variants over one trace, side by side (local processes, or Dask)."""
+    from apportion.simulate.sweep import SweepError, load_grid, render_sweep, run_sweep, write_sweep
+
+    if scheduler and dask_local:
+        _fail("give --scheduler or --dask-local, not both")
+    try:
+        spec = load_grid(grid)
+        result = run_sweep(spec, scheduler=scheduler, dask_local=dask_local, workers=workers)
+    except SweepError as e:
+        _fail(str(e))
+        return
+    except _user_errors() as e:
+        _say_problem(e)
+        return
+    if out_dir is not None:
+        files = write_sweep(out_dir, result)
+        if not json_out:
+            out.print(f"wrote {', '.join(f.name for f in files)} in {out_dir}")
+    if json_out:
+        print(json.dumps(result, indent=1))
+    else:
+        render_sweep(out, result)
