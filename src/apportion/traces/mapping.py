@@ -80,7 +80,7 @@ class Mapping:
     rules: tuple[Rule, ...] = ()
     default: str = DEFAULT_CONSUMER
     checkpoint: float | None = None
-    source: str = ""
+    source: str = field(default="", compare=False)
     _cache: dict[tuple[str, str, str, str, str], tuple[str, float | None]] = field(
         default_factory=dict, repr=False, compare=False)
 
