@@ -211,6 +211,7 @@ def test_a_reused_pid_is_not_adopted(tmp_path: Path) -> None:
     r = ProcessRunner(work)
     assert r.running() == []
     assert r.reports({})[0][0]["state"] == "exited"
+    r.close()
 
 
 def test_output_waits_for_the_next_heartbeat_beyond_the_budget(runner: ProcessRunner,

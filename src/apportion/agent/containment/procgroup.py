@@ -120,6 +120,7 @@ class GroupBox(Box):
         return set(self.members)
 
     def signal(self, sig: int) -> None:
+        self.owner.scan([self])  # what runs now, not at the last scan
         if self.leader > 1:
             try:
                 os.killpg(self.leader, sig)
