@@ -23,6 +23,7 @@ from apportion.traces.mapping import (
     render_plan,
 )
 from apportion.traces.open import KINDS, detect_kind, open_trace
+from apportion.traces.synthetic import SyntheticSpec, SyntheticTrace, synthetic_mapping
 from apportion.traces.record import (
     MATCH_FIELDS,
     RESOURCES,
@@ -45,6 +46,8 @@ __all__ = [
     "Mapping",
     "Rule",
     "SkipCounter",
+    "SyntheticSpec",
+    "SyntheticTrace",
     "Trace",
     "TraceInfo",
     "TraceJob",
@@ -56,5 +59,6 @@ __all__ = [
     "plan_skeleton",
     "render_map",
     "render_plan",
+    "synthetic_mapping",
     "write_jsonl",
 ]

@@ -6,6 +6,8 @@ path and the first line.
 - a file, by name: ``.swf`` / ``.swf.gz`` -> "swf"; ``.jsonl`` / ``.ndjson`` (``.gz``
   too) -> "jsonl"; ``pod_list`` in the name -> "alibaba"; ``task_events`` /
   ``task-events`` -> "google";
+- ``synthetic:jobs=N,consumers=C,hosts=H,...`` -> a generated trace
+  (``apportion.traces.synthetic``), no file;
 - else by the first line that is not blank: ``;`` or 18 numbers -> "swf"; ``{`` ->
   "jsonl"; a header starting ``name,cpu_milli`` -> "alibaba"; 13 comma-separated fields
   -> "google".
@@ -23,6 +25,8 @@ from apportion.traces.jsonl import JsonlTrace
 from apportion.traces.record import BadLine, Trace
 from apportion.traces.swf import FIELDS as SWF_FIELDS
 from apportion.traces.swf import SwfTrace
+from apportion.traces.synthetic import PREFIX as SYNTHETIC
+from apportion.traces.synthetic import SyntheticTrace, parse_spec
 from apportion.traces.textfile import TraceFile, numbered_lines
 
 READERS: dict[str, type[TraceFile]] = {
@@ -97,10 +101,13 @@ def open_trace(path: str | os.PathLike[str], kind: str | None = None, skip_bad: 
 
     ``skip_bad``: how many bad lines to skip (and count in ``trace.skips``) before one
     stops the reading. ``options`` go to the reader (``nodes=`` for DUCC and Alibaba,
-    ``cpu_slots=``, ``job_events=``, ``machine_events=`` for Google). Raises BadLine
+    ``cpu_slots=``, ``job_events=``, ``machine_events=`` for Google); a path
+    ``synthetic:NAME=VALUE,...`` is a generated trace. Raises BadLine
     when the trace cannot be opened, ValueError for an unknown kind."""
     if skip_bad < 0:
         raise ValueError("skip_bad must be 0 or more")
+    if os.fspath(path).startswith(SYNTHETIC) and kind in (None, "synthetic"):
+        return SyntheticTrace(parse_spec(os.fspath(path)))
     if kind is None:
         kind = detect_kind(path)
     reader = READERS.get(kind)
