@@ -69,3 +69,25 @@ def test_a_refused_register_is_retried_with_a_backoff_and_a_bad_answer_does_not_
     paths = [p for p, _ in link.calls]
     assert paths[:3] == ["/v1/agents/h/register"] * 3 and "/v1/agents/h/heartbeat" in paths
     assert len(paths) < 20  # backed off, not spinning
+
+
+def test_register_names_the_containment_and_heartbeats_count_aliens(tmp_path) -> None:  # noqa: ANN001
+    from apportion.agent.runner import ProcessRunner
+
+    link = StubLink([])
+    runner = ProcessRunner(tmp_path / "w", containment="process-group")
+    try:
+        agent = Agent("h", HostFacts(1, 1.0, "Linux"), runner, link, watch=False)  # type: ignore[arg-type]
+        run_for(agent, 0.3)
+    finally:
+        runner.close()
+    register = link.calls[0][1]
+    assert register["containment"] == "process-group"
+    assert set(register["run_as"]) == {"root", "user"} and isinstance(register["run_as"]["root"], bool)
+    beat = next(body for path, body in link.calls if path.endswith("/heartbeat"))
+    assert isinstance(beat["host"]["alien"], int) and beat["host"]["alien"] >= 0
+    # the light runner runs nothing of anyone's: it says nothing of either
+    light = StubLink([])
+    run_for(Agent("h", HostFacts(1, 1.0, "Linux"), LightRunner(), light, watch=False), 0.3)  # type: ignore[arg-type]
+    assert "containment" not in light.calls[0][1]
+    assert all("host" not in body for path, body in light.calls if path.endswith("/heartbeat"))

@@ -1,0 +1,92 @@
+"""A double-forked setsid daemon dies with its activity on a kill, on a reclaim and on a release, with
+a real master, a real agent (in its cgroups, as root) and real processes; each time the slot goes
+to the beneficiary only after the daemon is gone. The agent reports its containment level."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.agent.containment_helpers import cgroup_level, daemon_argv, gone, subtree_dirs
+from tests.service.live import events, reap, start_agent, start_master, wait_until
+
+PLAN = """
+resource_groups:
+  - {name: all, select: "select(slots > 0)"}
+consumers:
+  - {path: /A, grace: 1}
+  - {path: /B, grace: 1}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _reap() -> Iterator[None]:
+    yield
+    reap()
+
+
+def _running_daemon(c: httpx.Client, alloc: int) -> tuple[int, int]:
+    """Start a daemonizing activity on h1: (activity id, the daemon's pid)."""
+    act = c.post(f"/v1/allocations/{alloc}/activities", json={"host": "h1", "argv": daemon_argv()}).json()["id"]
+    lines = wait_until(lambda: [x for x in c.get(f"/v1/activities/{act}/output").json()["stdout"]
+                                if x.startswith("daemon")], 20, f"activity {act}'s daemon")
+    return act, int(lines[0].split()[1])
+
+
+def _ended(c: httpx.Client, client: int, act: int) -> dict:
+    return wait_until(lambda: next((e for e in events(c, client) if e["type"] == "activity" and e["activity"] == act
+                                    and e["state"] not in ("starting", "running")), None), 20, f"activity {act} ends")
+
+
+def _granted(c: httpx.Client, client: int, n: int) -> dict:
+    return wait_until(lambda: (g := [e for e in events(c, client) if e["type"] == "granted"])[n - 1:] and g[n - 1],
+                      20, f"grant {n} of client {client}")
+
+
+def test_a_daemon_dies_on_kill_reclaim_and_release(tmp_path: Path) -> None:
+    cgroup_level(tmp_path / "probe").close()  # skips without root and a writable cgroup
+    m = start_master(tmp_path / "m", PLAN)
+    agent_dir = tmp_path / "h1"
+    agent = start_agent(m, "h1", agent_dir, slots=2, extra=["--unkillable-timeout", "5"])
+    try:
+        with m.http() as c:
+            host = wait_until(lambda: next((h for h in c.get("/v1/hosts").json()["hosts"] if h["state"] == "ok"),
+                                           None), 20, "h1 up")
+            assert host["containment"] in ("cgroup-v1", "cgroup-v2")
+            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
+            b = c.post("/v1/clients", json={"name": "appB", "consumer": "/B"}).json()["id"]
+            alloc_a = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 2}).json()["id"]
+            wait_until(lambda: c.get(f"/v1/allocations/{alloc_a}").json()["hosts"] == {"h1": 2}, 20, "A granted 2")
+
+            # A kill: ended only once the daemon is gone.
+            act, daemon = _running_daemon(c, alloc_a)
+            c.post(f"/v1/activities/{act}/kill").raise_for_status()
+            assert _ended(c, a, act)["state"] == "killed"
+            assert gone(daemon), "reported killed while its daemon runs"
+
+            # A reclaim: B asks for both slots, and gets one (equal shares) at A's deadline, when the
+            # master stops A's newest activity; the slot is B's only after that daemon is gone.
+            older, older_daemon = _running_daemon(c, alloc_a)
+            newest, newest_daemon = _running_daemon(c, alloc_a)
+            c.post("/v1/allocations", json={"client": b, "consumer": "/B", "group": "all", "max": 2}).raise_for_status()
+            grant = _granted(c, b, 1)
+            assert gone(newest_daemon), "B was granted the slot while the reclaimed activity's daemon ran"
+            assert grant["id"] > _ended(c, a, newest)["id"]
+            assert not gone(older_daemon)
+
+            # A release: A gives back everything, its last activity is stopped, and B gets the second
+            # slot once that daemon is gone.
+            c.post(f"/v1/allocations/{alloc_a}/release").raise_for_status()
+            grant = _granted(c, b, 2)
+            assert gone(older_daemon), "B was granted the slot while the released activity's daemon ran"
+            assert grant["id"] > _ended(c, a, older)["id"]
+            done = c.get(f"/v1/activities/{older}").json()
+            assert done["user"] == "nobody" and done["usage"]["cpu_seconds"] >= 0
+    finally:
+        agent.kill(15)
+        m.proc.kill()
+    assert "agent stopped" in agent.output()
+    assert subtree_dirs(agent_dir) == [], "the agent left its cgroup subtree behind"
