@@ -183,3 +183,13 @@ def test_generated_names_that_collide_get_numbers():
     mapping, _ = generate(Two(), by="partition")
     assert [r.consumer for r in mapping.rules] == ["/UNKNOWN", "/UNKNOWN-2"]
     assert isinstance(mapping, Mapping)
+
+
+def test_host_ranges_fold_only_what_expands_back():
+    from apportion.plan.hostnames import expand_hosts
+    from apportion.traces.mapping import _ranges
+
+    names = ["n8", "n9", "n10", "n11", "x01", "x02", "x03", "x05", "n099", "n100", "solo", "s-9", "s-10"]
+    folded = _ranges(names)
+    assert folded == ["n[8-11]", "x[01-03]", "x05", "n[099-100]", "solo", "s-[9-10]"]
+    assert [h for pattern in folded for h in expand_hosts(pattern)] == names

@@ -305,7 +305,8 @@ def _ranges(names: list[str]) -> list[str]:
         head, digits, tail = m.groups()
         if run:
             p, d, t = run[-1]
-            if p == head and t == tail and len(d) == len(digits) and int(d) + 1 == int(digits):
+            padded = d[0] == "0" or digits[0] == "0" or run[0][1][0] == "0"
+            if p == head and t == tail and int(d) + 1 == int(digits) and (len(d) == len(digits) or not padded):
                 run.append((head, digits, tail))
                 continue
             flush()
@@ -315,8 +316,9 @@ def _ranges(names: list[str]) -> list[str]:
 
 
 def _machine_hosts(machines: tuple[Machine, ...]) -> tuple[list[dict], list[str], list[str]]:
-    """Plan hosts for the trace's machines: one per machine with its CPU slots (and memory),
-    and a second host NAME-gpu with its GPU slots for machines with GPUs."""
+    """Plan hosts for the trace's machines: one per machine with its CPU slots (left out when
+    the trace does not say, as for DUCC's nodes) and memory, and a second host NAME-gpu
+    with its GPU slots for machines with GPUs."""
     hosts: list[dict] = []
     cpu_patterns: list[str] = []
     gpu_patterns: list[str] = []
@@ -332,7 +334,7 @@ def _machine_hosts(machines: tuple[Machine, ...]) -> tuple[list[dict], list[str]
     for m in machines + (Machine("", -1),):
         k = (m.cpus, m.memory)
         if k != key and group:
-            settings: dict[str, Any] = {"slots": key[0]}  # type: ignore[index]
+            settings: dict[str, Any] = {"slots": key[0]} if key[0] else {}  # type: ignore[index]
             if key[1] is not None:  # type: ignore[index]
                 settings["memory"] = key[1]  # type: ignore[index]
             add(group, settings, cpu_patterns)
