@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from apportion.plan.hostnames import expand_hosts
@@ -54,15 +52,12 @@ def test_nasa_ipsc_reads_fully():
 @needs_shared
 @pytest.mark.slow
 def test_cea_curie_reads_fully_and_generates_one_consumer_per_group():
-    started = time.process_time()
     trace = open_trace(TRACES / "CEA-Curie-2011-2.1-cln.swf.gz")
     mapping, plan = generate(trace, by="group")
-    spent = time.process_time() - started
     assert sum(trace.dropped.values()) == 17_286  # run time 0 or unknown
     assert len(mapping.rules) == 304  # 305 groups, but group 326's 5 jobs all ran 0 s
     hosts = [(name, h["slots"]) for h in plan["hosts"] for name in expand_hosts(h["name"])]
     assert len(hosts) == 5544 and sum(slots for _, slots in hosts) == 93_312
-    assert spent < 30  # a loose bound: the figure is measured in the simulate bench
 
 
 @needs_shared
