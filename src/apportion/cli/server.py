@@ -85,6 +85,7 @@ def server(
     from apportion.service.ducc import plan as ducc_plan
     from apportion.service.app import ServerConfig, create_app
     from apportion.service.master import Settings
+    from apportion.service.store import quarantine
     from apportion.service.store.db import make_engine, upgrade
     from apportion.service.store.writer import StoreWriter
 
@@ -100,6 +101,8 @@ def server(
     url = _db_url(db)
     engine = make_engine(url)
     upgrade(engine)
+    for e in quarantine.sweep(engine)[0]:  # before anything is read: a row no master can accept is set aside
+        typer.echo(f"set aside in quarantine: {e.table} {e.key}: {e.reason}", err=True)
     writer = StoreWriter(engine)
     in_force = writer.plan_in_force()
     if plan is not None and ducc is not None:
@@ -136,7 +139,7 @@ def server(
     scheme = "https" if tls else "http"
     shown = f"[{host}]" if ":" in host else host
     config = ServerConfig(url=advertise or f"{scheme}://{shown}:{port}",
-                          settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace))
+                          settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace), swept=True)
     app = create_app(engine, config)
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, timeout_graceful_shutdown=3,
                 ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
@@ -180,3 +183,33 @@ def upgrade_schema(
         return
     upgrade(make_engine(url))
     typer.echo(f"schema of {url.split('@')[-1]} is at the newest revision")
+
+
+@server_app.command("check")
+def check(
+    db: str | None = typer.Option(None, "--db", help="The store (as for `apportion server`)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object instead of lines."),
+) -> None:
+    """Check the store as a master does at start, changing nothing: the rows it would set
+    aside in quarantine (and why), and those already there. Exit 0 when both are empty, 1
+    otherwise (docs/service.md, "Quarantine")."""
+    from apportion.service.store import quarantine
+    from apportion.service.store.db import make_engine, upgrade
+
+    engine = make_engine(_db_url(db))
+    upgrade(engine)
+    now, n, latest = quarantine.sweep(engine, dry_run=True)
+    if json_out:
+        typer.echo(json.dumps({"would_set_aside": [e.json() for e in now], "quarantined": n,
+                               "quarantine": [e.json() for e in latest]}))
+    else:
+        for e in now:
+            typer.echo(f"would set aside: {e.table} {e.key}: {e.reason}")
+        for e in latest:
+            typer.echo(f"in quarantine since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(e.at))}: "
+                       f"{e.table} {e.key}: {e.reason}")
+        if n > len(latest):
+            typer.echo(f"... and {n - len(latest)} more in quarantine")
+        if not now and not n:
+            typer.echo("the store is clean: every row can be served")
+    raise typer.Exit(1 if now or n else 0)

@@ -31,6 +31,7 @@ from apportion.service.ducc.master import DuccMaster
 from apportion.service.ducc.plan import is_ducc_plan
 from apportion.service.master import ApiError, Master, Settings
 from apportion.service.metrics import Metrics
+from apportion.service.store import quarantine
 from apportion.service.store.writer import StoreWriter
 
 log = logging.getLogger("apportion.server")
@@ -150,6 +151,7 @@ class Guard:
 class ServerConfig:
     url: str  # this master's own URL, announced to the others when it leads
     settings: Settings = field(default_factory=Settings)
+    swept: bool = False  # the store was checked (quarantine.sweep) before the app was made
 
 
 def create_app(db: Engine, config: ServerConfig) -> FastAPI:
@@ -171,6 +173,14 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
                 # it runs, then they are put out of its reach (gc.freeze), and young objects
                 # are collected less often, so no full collection walks the whole engine
                 # again and again (restart time, latency tails)
+                try:  # rows the master can no longer accept are set aside, never fatal
+                    if config.swept:
+                        n, latest = await asyncio.to_thread(quarantine.held_in, db)
+                    else:
+                        _, n, latest = await asyncio.to_thread(quarantine.sweep, db)
+                    app.state.quarantine = (n, [e.json() for e in latest])
+                except Exception as e:  # noqa: BLE001 - the check must not keep the master down either
+                    log.error("the quarantine check failed: %s: %s", e.__class__.__name__, str(e)[:300])
                 gc.disable()
                 try:
                     snapshot = await asyncio.to_thread(writer.load)
@@ -212,6 +222,7 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     app.state.metrics = metrics
     app.state.role = role
     app.state.token_cache = {}
+    app.state.quarantine = (0, [])  # (rows in quarantine, the latest of them)
     app.mount("/static", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="static")
 
     app.add_middleware(Guard, role=role)

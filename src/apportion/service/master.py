@@ -26,6 +26,7 @@ from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
 from apportion.service import liveplan
+from apportion.service.hostfaults import StartFailures
 from apportion.service.published import (
     ActivityPub,
     AllocationPub,
@@ -116,10 +117,11 @@ class Master:
             if a.live:
                 self.live_on.setdefault(a.host, {})[a.id] = a
         self.host_used: dict[str, int] = {}
+        self.start_failures = StartFailures()
         self.next_event = snapshot.next_event
         self._next_alloc = max([*self.allocations, snapshot.max_allocation]) + 1
         self._next_activity = max([*self.activities, snapshot.max_activity]) + 1
-        self._next_client = max(self.clients, default=0) + 1
+        self._next_client = max([*self.clients, snapshot.max_client]) + 1  # ids are never reused
         self._seq = max((a.seq for a in self.allocations.values()), default=0) + 1
         self.event_waiters: dict[int, asyncio.Event] = {}
         self.host_waiters: dict[str, asyncio.Event] = {}
@@ -771,6 +773,7 @@ class Master:
                 a = self.activities.get(r["id"])
                 if a is None or a.host != name:
                     continue
+                self.start_failures.note(name, a.state, r, now)  # a host where starts keep failing says so
                 if r.get("stdout") is not None:
                     a.stdout = r["stdout"][-self.settings.output_lines:]
                 if r.get("stderr") is not None:

@@ -25,9 +25,12 @@ async def healthz(request: Request) -> dict[str, Any]:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> dict[str, Any]:
-    """Ready: the store is read, the engine rebuilt, and the master's task runs."""
+    """Ready: the store is read, the engine rebuilt, and the master's task runs. Rows the
+    master set aside at start (it serves the rest) are counted and the latest named."""
     m = master(request)
-    return {"status": "ready", "plan_version": m.plan_version, "cycles": m.cycles}
+    n, latest = request.app.state.quarantine
+    return {"status": "ready", "plan_version": m.plan_version, "cycles": m.cycles, "quarantined": n,
+            "quarantine": latest}
 
 
 @router.get("/metrics")

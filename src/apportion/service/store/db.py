@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0003"  # the newest revision in migrations/versions (a test holds it to Alembic's own head)
+HEAD = "0004"  # the newest revision in migrations/versions (a test holds it to Alembic's own head)
 DEFAULT_URL = "sqlite:///apportion.db"
 
 
@@ -41,11 +43,27 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # noqa: ANN001 - DBAPI types
     cur.close()
 
 
+def _private(path: str) -> None:
+    """The store file and SQLite's -wal/-shm beside it are its owner's alone: they hold
+    activity environments and token digests."""
+    for f in (path, path + "-wal", path + "-shm"):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            if os.stat(f).st_mode & 0o077:
+                os.chmod(f, 0o600)
+
+
 def make_engine(url: str) -> Engine:
     url = normalise_url(url)
     if is_sqlite(url):
+        path = make_url(url).database
+        if path and path != ":memory:" and not path.startswith("file:"):
+            if not os.path.exists(path):  # created 0600 (SQLite makes its -wal and -shm with the same mode)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+            _private(path)
         engine = create_engine(url, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
+        if path and path != ":memory:" and not path.startswith("file:"):
+            event.listen(engine, "connect", lambda *_: _private(path))
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=4, max_overflow=4)
 

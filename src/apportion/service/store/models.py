@@ -209,3 +209,33 @@ class MetaRow(Base):
     __tablename__ = "meta"
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class QuarantineRow(Base):
+    """A stored row the master could no longer accept at start, set aside with the reason
+    (its table is left without it, so the master serves the rest)."""
+
+    __tablename__ = "quarantine"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    table: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(String(400))
+    row: Mapped[str] = mapped_column(Text)  # JSON text of the row as it was
+    reason: Mapped[str] = mapped_column(Text)
+    at: Mapped[float] = mapped_column(Float)
+
+
+class AuditRow(Base):
+    """A call that changed state, or was refused: who, what, and the outcome."""
+
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    token: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    kind: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    consumer: Mapped[str | None] = mapped_column(String(400), nullable=True, index=True)
+    method: Mapped[str] = mapped_column(String(8))
+    path: Mapped[str] = mapped_column(String(400))
+    objects: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    status: Mapped[int] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(1000))

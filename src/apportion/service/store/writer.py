@@ -20,6 +20,7 @@ from apportion.service.published import (
     JobPub,
     SharePub,
 )
+from apportion.service.store.counters import Counters
 from apportion.service.store.models import (
     ActivityRow,
     ClientRow,
@@ -30,7 +31,6 @@ from apportion.service.store.models import (
     HostRow,
     ItemRow,
     JobRow,
-    MetaRow,
     PlanRow,
     RequestRow,
     ShareRow,
@@ -97,6 +97,7 @@ class Snapshot:
     max_share: int = 0
     max_cycle: int = 0
     max_job: int = 0
+    max_client: int = 0  # the highest client id ever given (ids are never reused)
 
 
 def digest(token: str) -> str:
@@ -122,6 +123,7 @@ class StoreWriter:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {}
+        self.counters = Counters()  # ids only go up, through restarts and deletes
 
     # -- start -------------------------------------------------------------------
     def plan_in_force(self) -> PlanRow | None:
@@ -165,8 +167,7 @@ class StoreWriter:
                                 r.slots, r.state, r.created_at, r.exit_code, r.signal, r.pid, r.stop, r.stop_reason,
                                 r.ended_at, list(r.stdout or []), list(r.stderr or []), r.job)
                     for r in c.execute(select(ActivityRow))]
-            last_event = c.execute(select(func.max(EventRow.id))).scalar() or 0
-            meta = {r.key: r.value for r in c.execute(select(MetaRow))}
+            top = self.counters.load(c)
             jobs = [JobPub(r.id, r.kind, r.user, r.cls, r.memory, r.max_processes, r.threads, list(r.argv or []),
                            dict(r.env or {}), r.cwd, r.client, r.state, r.reason or "", r.retries, r.submitted_at,
                            r.ended_at, r.init_seconds, r.seconds_per_item)
@@ -183,9 +184,8 @@ class StoreWriter:
             max_cycle = c.execute(select(func.max(CycleRow.id))).scalar() or 0
         self._fences = {(str(k[0]), k[1]): f for k, f in fences}
         return Snapshot(plan.version, plan.text, plan.applied_by, plan.applied_at, clients, hosts, allocs, holdings,
-                        fences, acts, last_event + 1, int(meta.get("max_allocation", 0)),
-                        int(meta.get("max_activity", 0)), jobs, items, shares, max_share, max_cycle,
-                        max((j.id for j in jobs), default=0))
+                        fences, acts, top["event"] + 1, top["allocation"], top["activity"], jobs, items, shares,
+                        max_share, max_cycle, top["job"], top["client"])
 
     # -- a batch ---------------------------------------------------------------------
     def commit(self, b: Batch) -> None:
@@ -198,6 +198,7 @@ class StoreWriter:
             if b.clients:
                 c.execute(insert(ClientRow), [{"id": x.id, "name": x.name, "consumer": x.consumer,
                                                "created_at": x.created_at} for x in b.clients])
+                self.counters.up(c, "client", max(x.id for x in b.clients))
             if b.hosts:
                 self._replace(c, HostRow, HostRow.name, list(b.hosts), [h.row() for h in b.hosts.values()])
             gone = list(b.deleted_allocations)
@@ -205,7 +206,7 @@ class StoreWriter:
                 self._replace(c, RequestRow, RequestRow.id, list(b.allocations) + gone,
                               [_alloc_row(a) for a in b.allocations.values() if a.id not in set(gone)])
                 top = max([*b.allocations, *gone])
-                self._meta(c, "max_allocation", top)
+                self.counters.up(c, "allocation", top)
             if b.holdings_full is not None:
                 c.execute(delete(HoldingRow))
                 if b.holdings_full:
@@ -222,9 +223,10 @@ class StoreWriter:
             if b.activities:
                 self._replace(c, ActivityRow, ActivityRow.id, list(b.activities),
                               [a.row() for a in b.activities.values()])
-                self._meta(c, "max_activity", max(b.activities))
+                self.counters.up(c, "activity", max(b.activities))
             if b.jobs:
                 self._replace(c, JobRow, JobRow.id, list(b.jobs), [j.row() for j in b.jobs.values()])
+                self.counters.up(c, "job", max(b.jobs))
             if b.new_items:
                 for i in range(0, len(b.new_items), 5000):
                     c.execute(insert(ItemRow), b.new_items[i:i + 5000])
@@ -240,12 +242,13 @@ class StoreWriter:
                 for i in range(0, len(b.dropped_tokens), _CHUNK):
                     c.execute(delete(TokenRow).where(TokenRow.share.in_(b.dropped_tokens[i:i + _CHUNK])))
             if b.tokens:
-                c.execute(insert(TokenRow), b.tokens)
+                c.execute(insert(TokenRow), [{**t, "id": self.counters.next(c, "token")} for t in b.tokens])
             if b.cycle is not None:
                 c.execute(insert(CycleRow).values(id=b.cycle[0], at=b.cycle[1], seconds=b.cycle[2]))
             if b.events:
                 c.execute(insert(EventRow), [{"id": body["id"], "client": client, "body": body,
                                               "created_at": time.time()} for client, body in b.events])
+                self.counters.up(c, "event", b.events[-1][1]["id"])
         self._fences = dict(b.fences)
 
     @staticmethod
@@ -254,11 +257,6 @@ class StoreWriter:
             c.execute(delete(table).where(key.in_(keys[i:i + _CHUNK])))
         if rows:
             c.execute(insert(table), rows)
-
-    @staticmethod
-    def _meta(c, key: str, value: int) -> None:  # noqa: ANN001
-        c.execute(delete(MetaRow).where(MetaRow.key == key))
-        c.execute(insert(MetaRow).values(key=key, value=str(value)))
 
     # -- events and tokens (read and written outside the engine's batches) ---------------------
     def events_after(self, client: int, after: int, limit: int = 1000) -> list[dict[str, Any]]:
@@ -274,8 +272,9 @@ class StoreWriter:
         """A new token: (its id, the token). Only its digest is stored."""
         token = new_token()
         with self.engine.begin() as c:
-            tid = c.execute(insert(TokenRow).values(digest=digest(token), kind=kind, consumer=consumer, host=host,
-                                                    created_at=time.time()).returning(TokenRow.id)).scalar_one()
+            tid = self.counters.next(c, "token")  # never a revoked token's id
+            c.execute(insert(TokenRow).values(id=tid, digest=digest(token), kind=kind, consumer=consumer, host=host,
+                                              created_at=time.time()))
         return tid, token
 
     def tokens(self) -> list[dict[str, Any]]:

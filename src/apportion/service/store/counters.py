@@ -1,0 +1,83 @@
+"""Durable id counters that only go up.
+
+Each kind of id (allocations, activities, clients, events, jobs, tokens) has a row
+``max_<kind>`` in the ``meta`` table holding the highest id ever given. It is raised in the
+same transaction as the rows that use the id, and never lowered: an ``UPDATE ... WHERE
+value < new`` cannot go back even when two transactions commit out of order. At start the
+next id is one past the larger of the counter and the highest id stored, so a row deleted
+(or quarantined) never gives its id to another.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import Connection, Integer, cast, func, insert, select, update
+
+from apportion.service.store.models import (
+    ActivityRow,
+    ClientRow,
+    EventRow,
+    JobRow,
+    MetaRow,
+    RequestRow,
+    TokenRow,
+)
+
+TABLES = {"allocation": RequestRow, "activity": ActivityRow, "client": ClientRow, "event": EventRow,
+          "job": JobRow, "token": TokenRow}
+
+
+def read(c: Connection) -> dict[str, int]:
+    """The highest id given of each kind: the larger of its counter and the rows stored."""
+    meta = {r.key: r.value for r in c.execute(select(MetaRow).where(MetaRow.key.like("max_%")))}
+    top = {}
+    for kind, table in TABLES.items():
+        stored = c.execute(select(func.max(table.id))).scalar() or 0
+        try:
+            counted = int(meta.get(f"max_{kind}", 0))
+        except ValueError:
+            counted = 0
+        top[kind] = max(stored, counted)
+    return top
+
+
+def raise_to(c: Connection, kind: str, value: int) -> None:
+    """Counter ``kind`` is at least ``value`` once ``c`` commits (never lowered)."""
+    key = f"max_{kind}"
+    done = c.execute(update(MetaRow).where(MetaRow.key == key, cast(MetaRow.value, Integer) < value)
+                     .values(value=str(value)))
+    if done.rowcount == 0 and c.execute(select(MetaRow.key).where(MetaRow.key == key)).first() is None:
+        c.execute(insert(MetaRow).values(key=key, value=str(value)))
+
+
+class Counters:
+    """What this process has given, so a batch raises a counter only when it passes it."""
+
+    def __init__(self) -> None:
+        self.top: dict[str, int] | None = None
+        self.lock = threading.Lock()  # tokens are made on worker threads and in the master's batches
+
+    def load(self, c: Connection) -> dict[str, int]:
+        with self.lock:
+            self.top = read(c)
+            return dict(self.top)
+
+    def up(self, c: Connection, kind: str, value: int) -> None:
+        """Ids up to ``value`` of ``kind`` are used by what ``c`` writes."""
+        with self.lock:
+            if self.top is None:
+                self.top = read(c)
+            if value > self.top[kind]:
+                raise_to(c, kind, value)
+                self.top[kind] = value
+
+    def next(self, c: Connection, kind: str) -> int:
+        """A new id of ``kind``, recorded in ``c``'s transaction."""
+        with self.lock:
+            if self.top is None:
+                self.top = read(c)
+            self.top[kind] += 1
+            value = self.top[kind]
+            raise_to(c, kind, value)
+            return value
