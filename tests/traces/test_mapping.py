@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from apportion.plan.errors import PlanError
 from apportion.traces import TraceJob, generate, load_mapping, open_trace, render_map, render_plan
@@ -193,3 +195,22 @@ def test_host_ranges_fold_only_what_expands_back():
     folded = _ranges(names)
     assert folded == ["n[8-11]", "x[01-03]", "x05", "n[099-100]", "solo", "s-[9-10]"]
     assert [h for pattern in folded for h in expand_hosts(pattern)] == names
+
+
+values = st.sampled_from(["", "1", "12", "3", "31", "a", "ab"])
+patterns = st.sampled_from(["1", "12", "3*", "*", "?", "a*", "[13]", ""])
+rules = st.lists(st.dictionaries(st.sampled_from(["user", "group", "queue", "partition"]), patterns, min_size=1),
+                 max_size=5)
+
+
+@given(rules, st.lists(st.tuples(values, values, values, values), max_size=20))
+def test_first_matching_rule_wins_and_the_cache_agrees(rule_list, keys):
+    import fnmatch
+
+    data = {"default": "/D", "rules": [{**r, "consumer": f"/R{i}"} for i, r in enumerate(rule_list)]}
+    mapping = mapping_from_data(data, "m.yaml")
+    for user, group, queue, partition in keys + keys:  # twice: the second time from the cache
+        values_ = {"user": user, "group": group, "queue": queue, "partition": partition}
+        expected = next((f"/R{i}" for i, r in enumerate(rule_list)
+                         if all(fnmatch.fnmatchcase(values_[k], p) for k, p in r.items())), "/D")
+        assert mapping.consumer_of(job(user, group, queue, partition)) == expected
