@@ -375,8 +375,11 @@ class ClusterState:
         self._unmet_delta(rs, rs.unmet)
 
     def change_request(self, rid: str, min_slots: int | None = None, max_slots: int | None = None) -> None:
-        """EGO realloc: a new min or max. Lowering max below what is held gives the
-        newest allocations back at once (the client asked for fewer)."""
+        """EGO realloc: a new min or max. Lowering max below what is held gives slots
+        back at once (the client asked for fewer): those already being reclaimed, then
+        idle ones (no process of the request uses them: ``in_use``), then the newest; so
+        running work keeps its slots when idle ones can go instead (EGO: the master takes
+        idle slots before busy ones)."""
         self.touch()
         rs = self.requests[rid]
         before = rs.unmet
@@ -386,12 +389,24 @@ class ClusterState:
             rs.max = max_slots
         excess = rs.held - rs.max
         if excess > 0:
-            for a in sorted(rs.allocs.values(), key=lambda a: (a.reclaim is None, -a.id)):
-                if excess <= 0:
-                    break
-                take = min(a.slots, -(-excess // rs.spec.order) * rs.spec.order)
-                self.release(a, take)
-                excess -= take
+            order = rs.spec.order
+            idle: dict[str, int] = {}
+            for a in rs.allocs.values():
+                idle[a.host] = idle.get(a.host, 0) + a.slots
+            for host in idle:
+                idle[host] = max(0, idle[host] - self.in_use.get((rid, host), 0))
+            for idle_only in (True, False):
+                for a in sorted(rs.allocs.values(), key=lambda a: (a.reclaim is None, -a.id)):
+                    if excess <= 0:
+                        break
+                    room = a.slots if not idle_only or a.reclaim is not None else \
+                        min(a.slots, idle[a.host] // order * order)
+                    take = min(room, -(-excess // order) * order)
+                    if take <= 0:
+                        continue
+                    idle[a.host] = max(0, idle[a.host] - take)
+                    self.release(a, take)
+                    excess -= take
         self._unmet_delta(rs, rs.unmet - before)
 
     def close_request(self, rid: str) -> None:
