@@ -20,6 +20,7 @@ what still runs there, and reports the others as exited with no code.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import time
@@ -232,10 +233,21 @@ class ProcessRunner:
         if self._legacy is not None:
             self._legacy.refresh(boxes, force)
 
+    def _children_ended(self) -> bool:
+        """Has any child of the agent ended (and not been reaped)? Asked once, not once per activity."""
+        try:
+            return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return False
+
     def poll(self) -> bool:
         changed = False
         now = time.monotonic()
+        # A leader this runner started ends as a child of the agent; an adopted one is looked at each time.
+        children_ended = self._children_ended()
         for aid, live in self.live.items():
+            if live.proc is not None and not children_ended:
+                continue
             if live.leader_status is None:
                 live.leader_status = self._leader_end(self.entries[aid], live)
                 if live.leader_status is not None and live.kill_at is None:

@@ -213,18 +213,26 @@ def kill_until_empty(box: Box, timeout: float = 2.0) -> None:
         time.sleep(0.01)
 
 
-def read_text(path: Path, default: str = "") -> str:
+def read_text(path: Path | str, default: str = "") -> str:
+    """A small cgroup or /proc file, read with plain system calls (this runs for every activity)."""
     try:
-        with open(path) as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return default
-
-
-def read_int(path: Path, default: int = 0) -> int:
-    text = read_text(path).strip()
     try:
-        return int(text)
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return default
+    finally:
+        os.close(fd)
+
+
+def read_int(path: Path | str, default: int = 0) -> int:
+    try:
+        return int(read_text(path).strip())
     except ValueError:
         return default
 

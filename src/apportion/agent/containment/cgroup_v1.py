@@ -161,18 +161,18 @@ class V1Box(CgroupBox):
         return not self.procs()
 
     def usage(self) -> Usage:
-        mem = self.dirs["memory"]
+        mem = str(self.dirs["memory"])
         acct = self.dirs.get("cpuacct")
         if acct is not None:
-            cpu = read_int(acct / "cpuacct.usage") / 1e9
+            cpu = read_int(f"{acct}/cpuacct.usage") / 1e9
         else:
             for pid in self.procs():
                 ticks = cpu_ticks_of(pid)
                 if ticks is not None:
                     self._cpu_seen[pid] = max(ticks, self._cpu_seen.get(pid, 0))
             cpu = sum(self._cpu_seen.values()) / ticks_per_second()
-        return Usage(cpu_seconds=cpu, memory=read_int(mem / "memory.usage_in_bytes"),
-                     memory_peak=read_int(mem / "memory.max_usage_in_bytes"))
+        return Usage(cpu_seconds=cpu, memory=read_int(f"{mem}/memory.usage_in_bytes"),
+                     memory_peak=read_int(f"{mem}/memory.max_usage_in_bytes"))
 
     def oom(self) -> bool:
         mem = self.dirs["memory"]
