@@ -28,6 +28,7 @@ SLEEPER = [sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"]  #
 TAG = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # in the environment of every agent (and its processes) started here
 PG_ADMIN = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
 CLI = [sys.executable, "-m", "apportion.cli"]
+AGENT_WORKDIRS: list[Path] = []  # of the agents start_agent started: reap() kills what runs in their cgroups
 
 
 def free_port() -> int:
@@ -133,19 +134,29 @@ def start_agent(master: Master | str, name: str, workdir: Path, slots: int = 4, 
             "--heartbeat", "0.3", *(extra or [])]
     proc = Proc(args, workdir / "agent.log")
     proc.start(env={"APPORTION_TOKEN": token or "", "APPORTION_E2E": TAG})
+    AGENT_WORKDIRS.append(workdir)
     return proc
 
 
 def reap() -> int:
-    """Kill every process that agents started by this test process left behind (they run
-    in their own process groups, so killing an agent leaves them, as it should)."""
+    """Kill every process that agents started by this test process left behind (they run in their
+    own process groups, so killing an agent leaves them, as it should). They are found among this
+    process's descendants (tests/conftest.py makes it a child subreaper, so even a daemon that left
+    its agent stays one) by the APPORTION_ACTIVITY every activity has in its environment, or by the
+    tag of the agents started here; the agents themselves stay."""
     import psutil
 
-    n = 0
-    for p in psutil.process_iter(["pid"]):
+    from apportion.agent.containment.select import discard
+
+    # Activities run with a clean environment (no APPORTION_E2E): they are found in their agent's
+    # cgroups (or by its activity tag), and those cgroups go too.
+    n = sum(discard(w) for w in AGENT_WORKDIRS)
+    AGENT_WORKDIRS.clear()
+    for p in psutil.Process().children(recursive=True):
         try:
-            if p.pid != os.getpid() and p.environ().get("APPORTION_E2E") == TAG \
-                    and "apportion.cli" not in " ".join(p.cmdline()):  # the agents themselves stay
+            env = p.environ()
+            if ("APPORTION_ACTIVITY" in env or env.get("APPORTION_E2E") == TAG) \
+                    and "apportion.cli" not in " ".join(p.cmdline()):
                 p.kill()
                 n += 1
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):

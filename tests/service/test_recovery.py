@@ -10,7 +10,7 @@ import signal
 
 import psutil
 
-from tests.service.live import events, granted, host_state, running, start_agent, start_master, wait_until
+from tests.service.live import events, granted, host_state, reap, running, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -63,6 +63,7 @@ def test_master_sigkill_loses_nothing(tmp_path, db_url):
     finally:
         agent.kill()
         m.proc.kill()
+        reap()  # the activities a killed agent leaves running, as it should
 
 
 def test_host_down_and_back(tmp_path):
@@ -91,6 +92,7 @@ def test_host_down_and_back(tmp_path):
     finally:
         agent.kill()
         m.proc.kill()
+        reap()  # the activities a killed agent leaves running, as it should
 
 
 def test_agent_restart_reconciles(tmp_path):
@@ -121,3 +123,4 @@ def test_agent_restart_reconciles(tmp_path):
     finally:
         agent.kill()
         m.proc.kill()
+        reap()  # the activities a killed agent leaves running, as it should

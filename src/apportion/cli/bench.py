@@ -374,3 +374,42 @@ def dask(
     _emit(machine_info(), result, json_out, render)
     if not result["ok"]:
         raise typer.Exit(1)
+
+
+@bench_app.command("activities")
+def activities(
+    count: int = typer.Option(500, "--activities", min=1, help="Activities started through the API, for each "
+                              "containment level."),
+    agents: int = typer.Option(10, "--agents", min=1, help="Agents (real processes, each its own)."),
+    tree: int = typer.Option(100, "--tree", min=2, help="Processes in the tree the stop figure kills."),
+    daemons: int = typer.Option(20, "--daemons", min=0, help="Of them, setsid double-forked daemons."),
+    stop_repeat: int = typer.Option(5, "--stop-repeat", min=1, help="Trees killed for each level."),
+    busy: int = typer.Option(200, "--busy", min=1, help="Activities running on the agent whose CPU is measured."),
+    window: float = typer.Option(30.0, "--window", min=0.1, help="Seconds the agent's CPU is measured over."),
+    containment: str = typer.Option("auto", "--containment", help="The level 'containment on' means (auto: the "
+                                    "agent's best); 'off' is always process-group."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the work directory (logs, SQLite file)."),
+    json_out: bool = _JSON,
+) -> None:
+    """Activities under containment: start latency (API call to running reported) with containment on
+    and off, a tree of processes with setsid daemons from SIGKILL to gone (and the slots granted after),
+    and the CPU of an agent running many activities."""
+    from apportion.bench.activities_bench import ActivitiesBenchSpec, render, run
+    from apportion.bench.machine import machine_info
+
+    errc = Console(stderr=True)
+
+    def progress(msg: str) -> None:
+        if not json_out:
+            errc.print(f"[dim]{msg}[/]", highlight=False)
+
+    spec = _spec(ActivitiesBenchSpec, activities=count, agents=agents, tree=tree, daemons=daemons,
+                 stop_repeat=stop_repeat, busy=busy, window=window, containment=containment, keep=keep)
+    try:
+        result = run(spec, progress)
+    except RuntimeError as e:
+        errc.print(f"apportion bench activities: {e}", markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    _emit(machine_info(), result, json_out, render)
+    if not all(t["met"] for t in result["targets"].values()):
+        raise typer.Exit(1)
