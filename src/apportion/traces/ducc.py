@@ -78,11 +78,9 @@ class DuccTrace(TraceFile):
             raise BadLine(self.path, None, "directory", f"no {JOBS_DIR}/ directory of DUCC job files here")
         node_file = Path(nodes) if nodes is not None else find_node_file(directory)
         machines = read_machines(node_file) if node_file is not None else ()
-        memory = [m.memory for m in machines if m.memory is not None]
         self.nodes = os.fspath(node_file) if node_file is not None else None
         self.info = TraceInfo("ducc", self.path, hosts=len(machines) or None, machines=machines,
                               notes={"nodes": self.nodes} if self.nodes else {})
-        self.memory_total = sum(memory) if memory else None
 
     def _jobs(self) -> Iterator[TraceJob]:
         def skip(problems: list[Problem]) -> None:

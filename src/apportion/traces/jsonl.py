@@ -33,6 +33,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from dataclasses import fields
 from typing import Any
 
@@ -175,7 +176,11 @@ class JsonlTrace(TraceFile):
     def __init__(self, path: str | os.PathLike[str], skip_bad: int = 0) -> None:
         super().__init__(path, skip_bad)
         self.info = TraceInfo("jsonl", self.path)
-        for number, line in numbered_lines(self.path):
+        with closing(numbered_lines(self.path)) as lines:
+            self._read_header(lines)
+
+    def _read_header(self, lines: Iterator[tuple[int, str]]) -> None:
+        for number, line in lines:
             if not line.strip():
                 continue
             try:

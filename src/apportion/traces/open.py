@@ -16,6 +16,8 @@ path and the first line.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 from apportion.traces.alibaba import AlibabaTrace
@@ -55,7 +57,12 @@ def _by_name(path: Path) -> str | None:
 
 
 def _by_content(path: Path) -> str | None:
-    for _number, line in numbered_lines(path):
+    with closing(numbered_lines(path)) as lines:
+        return _first_line_kind(lines)
+
+
+def _first_line_kind(lines: Iterator[tuple[int, str]]) -> str | None:
+    for _number, line in lines:
         text = line.strip()
         if not text or text.startswith("#"):  # the Google samples' comment header
             continue

@@ -52,7 +52,7 @@ class TraceJob:
 
     ``submit``: seconds from the trace's start; ``run``: seconds of work; ``slots``: the
     slots it asks for (rigid: min = max) in resource group kind ``resource``; ``memory``: GB
-    if the trace says; ``checkpoint``: seconds between checkpoints if the trace says (a
+    per slot (per process for DUCC) if the trace says; ``checkpoint``: seconds between checkpoints if the trace says (a
     reclaimed job loses only the work since its last one)."""
 
     id: str

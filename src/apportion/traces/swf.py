@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from contextlib import closing
 
 from apportion.traces.record import TraceInfo, TraceJob
 from apportion.traces.textfile import Interner, TraceFile, numbered_lines
@@ -62,11 +63,16 @@ def _int_or_none(text: str) -> int | None:
 
 def read_header(path: str | os.PathLike[str]) -> TraceInfo:
     """The ``;`` lines at the top of an SWF file, as a ``TraceInfo``."""
+    with closing(numbered_lines(path)) as lines:
+        return _header(path, lines)
+
+
+def _header(path: str | os.PathLike[str], lines: Iterator[tuple[int, str]]) -> TraceInfo:
     values: dict[str, str] = {}
     queues: dict[str, str] = {}
     partitions: dict[str, str] = {}
     notes: dict[str, str] = {}
-    for _number, line in numbered_lines(path):
+    for _number, line in lines:
         stripped = line.strip()
         if not stripped:
             continue

@@ -29,7 +29,11 @@ def open_text(path: str | os.PathLike[str]) -> io.TextIOBase:
     except OSError as exc:
         raise BadLine(os.fspath(path), None, "file", f"cannot read: {exc.strerror or exc}") from None
     if raw.peek(2)[:2] == GZIP_MAGIC:
-        raw = io.BufferedReader(gzip.GzipFile(fileobj=raw, mode="rb"), buffer_size=_BUFFER)  # type: ignore[arg-type]
+        # GzipFile leaves a file object it was given open: it gets the file by name, and
+        # closes what it opened
+        raw.close()
+        stream: io.BufferedIOBase = gzip.open(path, "rb")
+        return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline=None)
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=None)
 
 
