@@ -40,7 +40,8 @@ def test_runs_submit_order_and_fields(tmp_path):
     assert isinstance(trace, GoogleTrace)
     jobs = list(trace.jobs())
     assert jobs == [
-        TraceJob("1.0", 0.0, 700.0, 7, "u1", "production", "9", "1"),  # 0.0625 x 100 -> 7 slots
+        # running before the window: its run counts from the window's start; 0.0625 x 100 -> 7 slots
+        TraceJob("1.0", 0.0, 100.0, 7, "u1", "production", "9", "1"),
         TraceJob("2.0", 10.0, 28.0, 1, "u2", "free", "0", "1"),  # 0.005 x 100 -> 1 slot
         TraceJob("3.0", 20.0, 20.0, 7, "u1", "batch", "4", "2"),  # from the last SCHEDULE (30 s) to 50 s
         TraceJob("2.0#2", 60.0, 1.0, 7, "u1", "production", "9", "1"),

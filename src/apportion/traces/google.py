@@ -23,7 +23,8 @@ apportion's reading: a trace job is one run of one task (a job of one instance).
 - A task that ends before it ever ran is dropped ("ended before it ran"), as is one still
   pending at the end ("never ran in the trace"); one still running at the end is kept,
   cut at the last event time (counted in ``cut``).
-- ``submit`` is seconds from the window's start: max(0, time - 600 s).
+- ``submit`` is seconds from the window's start: max(0, time - 600 s); a run that
+  started before the window (time 0) counts from the window's start.
 - ``slots`` = max(1, ceil(CPU request x ``cpu_slots``)), ``cpu_slots`` = 100 by default:
   a slot is 1% of the largest machine's CPUs; the latest request the task's events gave
   (an UPDATE may change it); 1 slot when no event gave one. Resource "cpu".
@@ -178,7 +179,8 @@ class GoogleTrace(TraceFile):
             runs[task] = count
             job = make(
                 task if count == 1 else f"{task}#{count}", seconds(entry.submit),
-                max(0.0, (end - entry.start) / 1e6), self._slots(entry.cpu),  # type: ignore[operator]
+                max(0.0, (end - max(entry.start, WINDOW_START_US)) / 1e6),  # type: ignore[type-var]
+                self._slots(entry.cpu),
                 entry.user or job_users.get(task.partition(".")[0], ""),
                 priority_band(entry.priority), entry.priority, entry.cls,
             )
