@@ -1,6 +1,8 @@
-"""`apportion import ...`: other systems' configuration turned into apportion plan files.
+"""`apportion import ...`: other systems' configuration turned into apportion plan files;
+`apportion export ...`: a plan written back in another system's files.
 
-Registered in ``apportion.cli.main`` as ``app.add_typer(import_app, name="import")``.
+Registered in ``apportion.cli.main`` as ``app.add_typer(import_app, name="import")`` and
+``app.add_typer(export_app, name="export")``.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 import_app = typer.Typer(help="Turn another system's configuration into an apportion plan file.",
                          no_args_is_help=True)
@@ -89,6 +92,99 @@ def ducc(
         shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
         err.print(f"[yellow]note[/]: no memory size for {len(unknown)} host(s) ({shown}); give it with "
                   "--memory HOSTS=GB", highlight=False, soft_wrap=True)
+
+
+def _print_problems(err: Console, title: str, problems: list) -> None:  # noqa: ANN001 - Problem list
+    err.print(f"[bold red]{len(problems)} problem(s) {title}:[/]", highlight=False, soft_wrap=True)
+    for p in problems:
+        err.print(str(p), markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_notes(err: Console, notes: list) -> None:  # noqa: ANN001 - Problem list
+    for n in notes:
+        err.print(f"[yellow]note[/]: {escape(str(n))}", highlight=False, soft_wrap=True)
+
+
+@import_app.command("ego")
+def ego(
+    paths: list[Path] = typer.Argument(..., metavar="DIR|FILES...", help="A directory holding ConsumerTrees.xml, "
+                                       "ResourceGroups.xml and (optional) MDPlan.xml and hosts.yaml, or those "
+                                       "files."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write the plan here (YAML); default: print it."),
+    hosts: Path | None = typer.Option(None, "--hosts", metavar="FILE", help="The cluster's hosts, as a plan "
+                                      "file's `hosts:` (EGO keeps them outside its XML files); default: "
+                                      "hosts.yaml beside the XML files."),
+) -> None:
+    """Import an EGO cluster's plan (docs/ego-import.md): consumers, resource groups, ownership, sharing,
+    lending and borrowing, grace periods and execution users. What is not carried is said, with why."""
+    import yaml
+
+    from apportion.importers.ego import import_ego
+    from apportion.plan import PlanError
+
+    err = Console(stderr=True)
+    try:
+        result = import_ego(paths, hosts)
+    except PlanError as e:
+        _print_problems(err, "in the EGO files", e.problems)
+        raise typer.Exit(2) from None
+    header = ["apportion plan imported from IBM EGO's files by `apportion import ego`",
+              *(f"  {p}" for p in result.files.values()),
+              "the mapping is in docs/ego-import.md"]
+    if result.notes:
+        header.append("not carried, or carried with a change:")
+        header.extend(f"  {n}" for n in result.notes)
+    text = "".join(f"# {line}\n" for line in header) + "\n" + yaml.safe_dump(
+        result.plan, sort_keys=False, allow_unicode=True, width=110)
+    if out is None:
+        print(text, end="")
+    else:
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            err.print(f"[bold red]cannot write {out}:[/] {exc.strerror or exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        plan = result.plan
+        err.print(f"[green]wrote[/] {out}: {len(plan.get('hosts', []))} hosts, {len(plan['resource_groups'])} "
+                  f"resource groups, {len(plan['consumers'])} consumers", highlight=False, soft_wrap=True)
+    _print_notes(err, result.notes)
+
+
+export_app = typer.Typer(help="Write an apportion plan in another system's files.", no_args_is_help=True)
+
+
+@export_app.callback()
+def _export_group() -> None:
+    """Write an apportion plan in another system's files."""
+
+
+@export_app.command("ego")
+def export_ego_command(
+    plan: Path = typer.Argument(..., metavar="PLAN", help="The plan file (YAML, JSON or TOML)."),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR", help="The directory to write ConsumerTrees.xml, "
+                             "ResourceGroups.xml, MDPlan.xml and hosts.yaml into (made if missing)."),
+) -> None:
+    """Write a plan as EGO's ConsumerTrees.xml, ResourceGroups.xml and MDPlan.xml (docs/ego-import.md);
+    `apportion import ego DIR` reads them back to the same plan. What they cannot hold is said."""
+    from apportion.importers.ego import export_ego, write_files
+    from apportion.plan import PlanError
+
+    err = Console(stderr=True)
+    try:
+        result = export_ego(plan)
+    except PlanError as e:
+        _print_problems(err, f"in {plan}", e.problems)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        err.print(f"[bold red]cannot read {plan}:[/] {exc.strerror or exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    try:
+        written = write_files(result, out)
+    except OSError as exc:
+        err.print(f"[bold red]cannot write into {out}:[/] {exc.strerror or exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    err.print(f"[green]wrote[/] {', '.join(str(p) for p in written)}", highlight=False, soft_wrap=True)
+    _print_notes(err, result.notes)
 
 
 if __name__ == "__main__":  # pragma: no cover
