@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from apportion.agent.users import open_for_reading
+
 TAIL_LINES = 100
 LINE_CHARS = 2000  # a longer line is cut to this, so one report stays well under the master's body limit
 _CHUNK = 64 * 1024
@@ -12,9 +14,12 @@ _MAX_READ = 1024 * 1024  # never read more than this from the end of a file, how
 
 
 def last_lines(path: Path, count: int = TAIL_LINES) -> list[str]:
-    """The last `count` lines of a file (the unfinished last line included), decoded leniently."""
+    """The last `count` lines of a file (the unfinished last line included), decoded leniently.
+
+    The file is in a directory its activity's user owns: a link or anything but a regular file
+    there gives no lines (a root agent must not read, and report, a file the link points to)."""
     try:
-        with open(path, "rb") as f:
+        with open_for_reading(path) as f:
             end = f.seek(0, os.SEEK_END)
             start = end
             data = b""
@@ -22,7 +27,7 @@ def last_lines(path: Path, count: int = TAIL_LINES) -> list[str]:
                 start = max(0, start - _CHUNK)
                 f.seek(start)
                 data = f.read(end - start)
-    except FileNotFoundError:
+    except OSError:  # missing, a link, not a regular file
         return []
     lines = data.decode("utf-8", errors="replace").splitlines()
     if start > 0 and lines:
@@ -33,6 +38,6 @@ def last_lines(path: Path, count: int = TAIL_LINES) -> list[str]:
 def size(path: Path) -> int:
     """The file's size, the cheap test of whether its tail may have changed; -1 when it is missing."""
     try:
-        return path.stat().st_size
+        return os.lstat(path).st_size  # the link's own, never its target's
     except FileNotFoundError:
         return -1
