@@ -32,6 +32,19 @@ def _pairs(values: list[str], option: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _emit(err: Console, text: str, out: Path | None) -> bool:
+    """Print ``text``, or write it to ``out`` (True: written); a file that cannot be written exits 2."""
+    if out is None:
+        print(text, end="")
+        return False
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        err.print(f"[bold red]cannot write {out}:[/] {exc.strerror or exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    return True
+
+
 @import_app.command("ducc")
 def ducc(
     directory: Path = typer.Argument(..., metavar="DIR", help="A DUCC resources directory: ducc.classes, node files, "
@@ -77,14 +90,7 @@ def ducc(
               "by `apportion import ducc`; the ducc: section is described in docs/ducc-import.md"]
     text = dump_plan_yaml(cfg, header)
     unknown = [name for name, mem in cfg.hosts.items() if mem is None]
-    if out is None:
-        print(text, end="")
-    else:
-        try:
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            err.print(f"[bold red]cannot write {out}:[/] {exc.strerror or exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+    if _emit(err, text, out):
         classes = sum(1 for c in cfg.classes.values() if not c.abstract)
         err.print(f"[green]wrote[/] {out}: {len(cfg.hosts)} hosts, {len(cfg.nodepools)} nodepools, "
                   f"{classes} classes, {len(cfg.users)} users", highlight=False, soft_wrap=True)
@@ -136,14 +142,7 @@ def ego(
         header.extend(f"  {n}" for n in result.notes)
     text = "".join(f"# {line}\n" for line in header) + "\n" + yaml.safe_dump(
         result.plan, sort_keys=False, allow_unicode=True, width=110)
-    if out is None:
-        print(text, end="")
-    else:
-        try:
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            err.print(f"[bold red]cannot write {out}:[/] {exc.strerror or exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+    if _emit(err, text, out):
         plan = result.plan
         err.print(f"[green]wrote[/] {out}: {len(plan.get('hosts', []))} hosts, {len(plan['resource_groups'])} "
                   f"resource groups, {len(plan['consumers'])} consumers", highlight=False, soft_wrap=True)

@@ -510,22 +510,14 @@ class _Reader:
                               "(type=\"absolute\")")
                     continue
                 self.put(consumer, groups, "owned", self.integer(child), child, md)
-            elif name == "Lending":
+            elif name in ("Lending", "Borrowing"):
+                # <Lending>/<Borrowing enabled="Y|N"> with its <LendLimit>/<BorrowLimit>
+                key, limit = ("lend", "LendLimit") if name == "Lending" else ("borrow", "BorrowLimit")
                 self.check_attrs(child, ("enabled",))
-                enabled = _yes(child.attrs.get("enabled", "Y"))
-                self.put(consumer, groups, "lend", enabled is not False, child, md)
+                self.put(consumer, groups, key, _yes(child.attrs.get("enabled", "Y")) is not False, child, md)
                 for sub in child:
-                    if sub.name == "LendLimit":
-                        self.put(consumer, groups, "lend_limit", self.integer(sub), sub, md)
-                    else:
-                        self.unknown(sub, child)
-            elif name == "Borrowing":
-                self.check_attrs(child, ("enabled",))
-                enabled = _yes(child.attrs.get("enabled", "Y"))
-                self.put(consumer, groups, "borrow", enabled is not False, child, md)
-                for sub in child:
-                    if sub.name == "BorrowLimit":
-                        self.put(consumer, groups, "borrow_limit", self.integer(sub), sub, md)
+                    if sub.name == limit:
+                        self.put(consumer, groups, f"{key}_limit", self.integer(sub), sub, md)
                     else:
                         self.unknown(sub, child)
             elif name == "ReclaimGracePeriod":
