@@ -151,10 +151,18 @@ LENDING_FIELDS: tuple[str, ...] = (
 )
 
 
+class QuotaIn(_Model):
+    clients: NonNegInt | None = None
+    allocations: NonNegInt | None = None
+    activities: NonNegInt | None = None
+    demand: NonNegInt | None = None
+
+
 class ConsumerIn(SettingsIn):
     path: str
     resource_groups: list[str] | None = None
     groups: dict[str, SettingsIn] = {}
+    quota: QuotaIn | None = None  # the live master's per-tenant limits (service/quotas.py), for the subtree
 
 
 class RequestIn(_Model):

@@ -26,6 +26,7 @@ from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
 from apportion.service import liveplan
+from apportion.service import quotas
 from apportion.service.hostfaults import StartFailures
 from apportion.service.published import (
     ActivityPub,
@@ -484,6 +485,7 @@ class Master:
                 return c
             if consumer != "/" and not self.valid_consumer(consumer):
                 raise ApiError(422, f"consumer: {consumer} is not a consumer of the plan in force")
+            quotas.check_client(self, consumer)
             c = ClientPub(self._next_client, name, consumer, now)
             self._next_client += 1
             self.clients[c.id] = c
@@ -527,6 +529,7 @@ class Master:
                 raise ApiError(403, f"consumer: client {client} is registered under "
                                     f"{self.clients[client].consumer}, not above {consumer}")
             self.check_allocation(consumer, groups, mn, mx, order, requirement)
+            quotas.check_allocation(self, consumer, mx)
             a = AllocationPub(self._next_alloc, client, consumer, groups, mn, mx, order, exclusive, requirement,
                               [], self._seq, now)
             self.engine.submit(self._request(a))
@@ -550,6 +553,7 @@ class Master:
                 raise ApiError(422, f"min: {new_min} is more than max {new_max}")
             if new_min % a.order or new_max % a.order:
                 raise ApiError(422, f"max: min and max must be multiples of slots_per_instance {a.order}")
+            quotas.check_allocation(self, a.consumer, new_max, a.max, new=False)
             self.engine.change(str(aid), min=new_min, max=new_max)
             a.min, a.max = new_min, new_max
             batch.allocations[aid] = a
@@ -611,6 +615,7 @@ class Master:
             if used + slots > held:
                 raise ApiError(422, f"slots: {slots} more on {host} would make {used + slots}; "
                                     f"allocation {aid} holds {held} there")
+            quotas.check_activity(self, a.consumer)
             act = ActivityPub(self._next_activity, aid, a.client, host, argv, env, cwd, slots, "starting", now)
             self._next_activity += 1
             self.activities[act.id] = act

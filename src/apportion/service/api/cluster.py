@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response
 
+from apportion.service import removals
 from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
@@ -26,6 +27,16 @@ async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
                        "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen,
                        **m.start_failures.json(h.name)}
                       for h in sorted(m.hosts.values(), key=lambda h: h.name)]}
+
+
+@router.delete("/hosts/{name}", status_code=204)
+async def delete_host(name: HostName, c: Caller = Depends(admin)) -> Response:
+    """Remove a host that is down and holds nothing (409 otherwise, saying why)."""
+    m = c.m
+    if name not in m.hosts:
+        raise HTTPException(404, f"no host {name}")
+    await run(m, removals.op_delete_host(m, name))
+    return Response(status_code=204)
 
 
 @router.post("/hosts/{name}/close")

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 
+from apportion.service import removals
 from apportion.service.api.deps import answer, run
 from apportion.service.api.schemas import ActivityIn, AllocationChange, AllocationIn, ClientIn, ReleaseIn, groups_of
 from apportion.service.auth import Caller, Principal, require_consumer, user
@@ -39,6 +40,25 @@ async def register_client(body: ClientIn, c: Caller = Depends(user)) -> Any:
     require_consumer(p, body.consumer)
     c = await run(m, m.op_register_client(body.name, body.consumer))
     return answer(c.json(), 201)
+
+
+@router.get("/clients")
+async def list_clients(c: Caller = Depends(user)) -> dict[str, Any]:
+    """The clients the token may see (a consumer token: those of its subtree)."""
+    p, m = c.p, c.m
+    return {"clients": [x.json() for x in sorted(m.clients.values(), key=lambda x: x.id) if p.may_see(x.consumer)]}
+
+
+@router.delete("/clients/{client_id}", status_code=204)
+async def delete_client(client_id: int, c: Caller = Depends(user)) -> Response:
+    """Delete a client and every allocation of it (their slots go back, their activities are stopped)."""
+    p, m = c.p, c.m
+    x = m.clients.get(client_id)
+    if x is None:
+        raise HTTPException(404, f"no client {client_id}")
+    require_consumer(p, x.consumer)
+    await run(m, removals.op_delete_client(m, client_id))
+    return Response(status_code=204)
 
 
 @router.get("/clients/{client_id}")

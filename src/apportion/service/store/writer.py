@@ -49,6 +49,8 @@ class Batch:
     hosts: dict[str, HostPub] = field(default_factory=dict)
     allocations: dict[int, AllocationPub] = field(default_factory=dict)
     deleted_allocations: list[int] = field(default_factory=list)
+    deleted_clients: list[int] = field(default_factory=list)
+    deleted_hosts: list[str] = field(default_factory=list)
     holdings: dict[int, HoldingPub | None] = field(default_factory=dict)  # None: gone
     holdings_full: list[tuple[int, HoldingPub]] | None = None  # the state was rebuilt: all of them
     fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = field(default_factory=dict)
@@ -70,6 +72,7 @@ class Batch:
     @property
     def empty(self) -> bool:
         return not (self.plan or self.clients or self.hosts or self.allocations or self.deleted_allocations
+                    or self.deleted_clients or self.deleted_hosts
                     or self.holdings or self.holdings_full is not None or self.activities or self.events
                     or self.jobs or self.new_items or self.items or self.shares or self.tokens
                     or self.dropped_tokens or self.cycle)
@@ -195,6 +198,11 @@ class StoreWriter:
             if b.plan is not None:
                 version, text, by, at = b.plan
                 c.execute(insert(PlanRow).values(version=version, text=text, applied_by=by, applied_at=at))
+            if b.deleted_clients:  # first: a name may be given again in the same batch
+                c.execute(delete(ClientRow).where(ClientRow.id.in_(b.deleted_clients)))
+                self.counters.up(c, "client", max(b.deleted_clients))
+            if b.deleted_hosts:
+                c.execute(delete(HostRow).where(HostRow.name.in_(b.deleted_hosts)))
             if b.clients:
                 c.execute(insert(ClientRow), [{"id": x.id, "name": x.name, "consumer": x.consumer,
                                                "created_at": x.created_at} for x in b.clients])
