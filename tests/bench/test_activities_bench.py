@@ -46,9 +46,10 @@ def test_a_tiny_run_has_every_figure_and_leaves_nothing() -> None:
     out = json.loads(r.stdout)
     res = out["result"]
     assert set(out["machine"]) >= {"cpu", "logical_cpus", "ram_gib"}
-    on, off = res["start"]["on"], res["start"]["off"]
-    assert on["n"] == off["n"] == 4 and on["failed_count"] == off["failed_count"] == 0
-    assert off["containment"] == ["process-group"]
+    on, off, light = res["start"]["on"], res["start"]["off"], res["start"]["light"]
+    assert on["n"] == off["n"] == light["n"] == 4
+    assert on["failed_count"] == off["failed_count"] == light["failed_count"] == 0
+    assert off["containment"] == ["process-group"] and light["containment"] == ["light"]
     assert 0 < on["p50_s"] <= on["p99_s"] <= on["max_s"]
     assert on["sample"]["user"] and on["sample"]["uid"] != 0  # never root
     assert len(res["stop"]["on"]["times_s"]) == 1 and res["stop"]["off"]["containment"] == "process-group"

@@ -6,7 +6,8 @@ run as the user who runs the bench (as root, the agents start activities as `nob
 1. Start: N activities (`sleep`) started through the API, one after the other, spread over the
    agents; for each, from the API call to the master's "running" event for it (read from the
    client's event stream). Once with the agents' containment on (their auto level: cgroup-v2 or
-   cgroup-v1) and once with it off (`--containment process-group`), side by side.
+   cgroup-v1), once with it off (`--containment process-group`), side by side; and once with
+   `--light` agents, which start no process, for what the master and the protocol cost alone.
 2. Stop: a tree of 100 processes, 20 of them setsid double-forked daemons, from the SIGKILL moment
    to an empty box, for each level (activity_tree.measure_stop). Then the same tree as a real
    activity whose allocation is deleted while a beneficiary waits for its slots: when its last
@@ -45,6 +46,7 @@ from apportion.bench.service_bench import CLI, Proc, _free_port, wait_for_state
 TARGETS = {"start_p50_s": 0.025, "start_p99_s": 0.100, "stop_s": 0.5, "overhead_core": 0.05}
 SLEEPER = ["sleep", "86400"]  # any execution user can run it; stopped by the bench
 OFF = "process-group"
+LIGHT = "light"  # an agent that starts no process (--light): what the master and the protocol cost alone
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class ActivitiesBenchSpec:
 
 
 # -- a master and its agents ----------------------------------------------------------------
-SECTIONS = ("start-on", "start-off", "tree", "busy-on", "busy-off")  # each its own agents and group
+SECTIONS = ("start-on", "start-off", "start-light", "tree", "busy-on", "busy-off")  # each its own agents and group
 TICK = 1.0  # the master's cycle (apportion server --tick, its default)
 PLAN = "hosts: []\nresource_groups:\n" + "".join(
     f"  - {{name: {s}, select: \"select(section == '{s}')\"}}\n" for s in SECTIONS) + """\
@@ -121,8 +123,9 @@ class Cluster:
         level as it reported it."""
         names = [f"{section}-{i}" for i in range(count)]
         for name in names:
+            how = ["--light"] if containment == LIGHT else ["--containment", containment]
             p = Proc([*CLI, "agent", "--master", self.url, "--name", name, "--slots", str(slots), "--workdir",
-                      str(self.workdir / "agents" / name), "--containment", containment, "--log-level", "WARNING",
+                      str(self.workdir / "agents" / name), *how, "--log-level", "WARNING",
                       "--attribute", f"section={section}"],
                      self.workdir / f"agent-{name}.log", env={"APPORTION_TOKEN": self.token})
             p.start()
@@ -134,7 +137,8 @@ class Cluster:
                 raise RuntimeError(f"agent {dead[0]} exited:\n{self.agents[dead[0]].tail()}")
             hosts = {h["name"]: h for h in self.get("/v1/hosts")["hosts"]}
             if all(hosts.get(n, {}).get("state") == "ok" for n in names):
-                return {n: hosts[n].get("containment") or "unknown" for n in names}
+                return {n: hosts[n].get("containment") or (LIGHT if containment == LIGHT else "unknown")
+                        for n in names}
             return None
 
         return wait_for_state(reported, 60, f"{len(names)} agents to report")
@@ -440,7 +444,7 @@ def run(spec: ActivitiesBenchSpec, progress: Callable[[str], None] | None = None
     try:
         c = Cluster(workdir / "cluster", spec.heartbeat, say)
         try:
-            for mode, level in (("on", spec.containment), ("off", OFF)):
+            for mode, level in (("on", spec.containment), ("off", OFF), ("light", LIGHT)):
                 s = result["start"][mode] = starts(spec, c, mode, level, say)
                 say(f"start ({mode}, {', '.join(s['containment'])}): p50 {_fmt(s['p50_s'])}, p99 {_fmt(s['p99_s'])}")
             for mode, level in (("on", spec.containment), ("off", OFF)):
@@ -501,22 +505,27 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     rev = r["revision"]
     console.print(f"[bold]revision[/]: {rev.get('commit') or 'unknown'}"
                   + (" with local edits" if rev.get("source_dirty") else ""))
-    on, off = r["start"]["on"], r["start"]["off"]
+    on, off, light = r["start"]["on"], r["start"]["off"], r["start"]["light"]
     t = Table(title=f"apportion bench activities: start ({sp['activities']} activities on {sp['agents']} agents, "
                     "API call to running reported)")
     t.add_column("measure")
     t.add_column(f"containment on ({', '.join(on['containment'])})", justify="right")
     t.add_column(f"off ({', '.join(off['containment'])})", justify="right")
+    t.add_column("no process (--light)", justify="right")
     t.add_column("target", justify="right")
     t.add_column("")
-    t.add_row("p50", ms(on["p50_s"]), ms(off["p50_s"]), ms(TARGETS["start_p50_s"]), met("start_p50_s"))
-    t.add_row("p99", ms(on["p99_s"]), ms(off["p99_s"]), ms(TARGETS["start_p99_s"]), met("start_p99_s"))
-    t.add_row("mean / max", f"{ms(on['mean_s'])} / {ms(on['max_s'])}", f"{ms(off['mean_s'])} / {ms(off['max_s'])}",
-              "", "")
-    t.add_row("failed to start", str(on["failed_count"]), str(off["failed_count"]), "0", "")
-    t.add_row("stop all (delete the allocation)", ms(on["stop_all_s"]), ms(off["stop_all_s"]), "", "")
+    t.add_row("p50", ms(on["p50_s"]), ms(off["p50_s"]), ms(light["p50_s"]), ms(TARGETS["start_p50_s"]),
+              met("start_p50_s"))
+    t.add_row("p99", ms(on["p99_s"]), ms(off["p99_s"]), ms(light["p99_s"]), ms(TARGETS["start_p99_s"]),
+              met("start_p99_s"))
+    t.add_row("mean", ms(on["mean_s"]), ms(off["mean_s"]), ms(light["mean_s"]), "", "")
+    t.add_row("max", ms(on["max_s"]), ms(off["max_s"]), ms(light["max_s"]), "", "")
+    t.add_row("failed to start", str(on["failed_count"]), str(off["failed_count"]), str(light["failed_count"]),
+              "0", "")
+    t.add_row("stop all (delete the allocation)", ms(on["stop_all_s"]), ms(off["stop_all_s"]),
+              ms(light["stop_all_s"]), "", "")
     t.add_row("run as", f"{on['sample']['user']} (uid {on['sample']['uid']})",
-              f"{off['sample']['user']} (uid {off['sample']['uid']})", "", "")
+              f"{off['sample']['user']} (uid {off['sample']['uid']})", "-", "", "")
     console.print(t)
 
     s_on, s_off, live = r["stop"]["on"], r["stop"]["off"], r["stop"]["live"]
