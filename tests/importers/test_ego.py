@@ -332,3 +332,48 @@ def test_export_of_a_bad_plan_names_its_problems(tmp_path):
     r = apportion("export", "ego", str(plan_file), "-o", str(tmp_path / "out"))
     assert r.returncode == 2 and f"{plan_file}:2: consumers[0].onwed" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("policies", "field", "reason"), [
+    (f'<SharingPolicy EnforceSiblingShareReclaim="Y"> {MARK}\n<Shares type="ratio">2</Shares></SharingPolicy>',
+     "<SharingPolicy> EnforceSiblingShareReclaim", "not carried: the plan's policy.share_enforcement"),
+    (f'<SharingPolicy><Shares type="percentage">20</Shares> {MARK}\n</SharingPolicy>', "<Shares>",
+     "not carried: shares of type 'percentage'"),
+    (f'<Sharing><Shares>1</Shares><Limit type="dimension"> {MARK}\n<ncpus type="absolute">5</ncpus></Limit></Sharing>',
+     "<Limit>", "not carried: limits per dimension"),
+    (f'<Ownership type="percentage">10</Ownership> {MARK}', "<Ownership>", "not carried: ownership of type"),
+])
+def test_what_is_not_carried_is_said_with_its_line(tmp_path, policies, field, reason):
+    trees = trees_with(policies)
+    d = write_ego(tmp_path / "ego", {**FULL, "ConsumerTrees.xml": trees, "MDPlan.xml": "<DistributionTree>"
+                                     "<ResourceGroupName>GPUHosts</ResourceGroupName></DistributionTree>"})
+    result = import_ego([d])
+    assert [c["path"] for c in result.plan["consumers"]] == ["/A"]
+    notes = [str(n) for n in result.notes]
+    assert any(n.startswith(f"{d / 'ConsumerTrees.xml'}:{line_of(trees)}: {field}: {reason}") for n in notes), notes
+
+
+def test_a_consumer_outside_the_hierarchy_and_values_that_disagree(tmp_path):
+    trees = CONSUMER_TREES.replace('<Consumer ConsumerName="LOB2"/>',
+                                   f'<Consumer ConsumerName="LOB2"/><Consumer ConsumerName="Ghost"/> {MARK}')
+    md = FULL["MDPlan.xml"].replace(
+        '<ResourceGroup name="GPUHosts" GetFreeFromNextLevelBeforeReclaim="N">',
+        '<ResourceGroup name="GPUHosts" GetFreeFromNextLevelBeforeReclaim="Y">')
+    d = write_ego(tmp_path / "ego", {**FULL, "ConsumerTrees.xml": trees, "MDPlan.xml": md})
+    result = import_ego([d])
+    notes = [str(n) for n in result.notes]
+    assert f"{d / 'ConsumerTrees.xml'}:{line_of(trees)}: <Consumer>: not carried: consumer /Ghost is not in the " \
+           "ConsumerHierarchy" in "\n".join(notes)
+    assert "policy" not in result.plan  # Y for one consumer, N for the other: the plan-wide default stays
+    assert sum("GetFreeFromNextLevelBeforeReclaim differs" in n for n in notes) == 4
+    # one setting from both files for one consumer and group: the MDPlan.xml one is kept, and said
+    trees2 = CONSUMER_TREES.replace(
+        '<Consumer ConsumerName="LOB1">\n      <Consumer ConsumerName="app1"/>',
+        f'<Consumer ConsumerName="LOB1"><DistributionPolicies><SharingPolicy><Shares type="ratio">7</Shares> {MARK}\n'
+        '</SharingPolicy></DistributionPolicies>\n      <Consumer ConsumerName="app1"/>')
+    d2 = write_ego(tmp_path / "ego2", {**FULL, "ConsumerTrees.xml": trees2})
+    result = import_ego([d2])
+    assert result.plan["consumers"][0]["groups"]["GPUHosts"]["share_ratio"] == 4
+    said = [n for n in result.notes if "share_ratio 4 here, 7 at" in n.reason]
+    assert len(said) == 2 and said[0].file.endswith("MDPlan.xml")  # GPUHosts and NoMgmt
+    assert f"ConsumerTrees.xml:{line_of(trees2)}; MDPlan.xml value is kept" in said[0].reason
