@@ -20,7 +20,8 @@ from sqlalchemy import create_engine, text
 
 from tests.service.live import Master, events, reap, start_agent, start_master, wait_until
 
-PLAN = ("ducc:\n  properties: {ducc.rm.share.quantum: 1, ducc.rm.node.stability: 4, ducc.rm.prediction: false}\n")
+PLAN = ("ducc:\n  properties: {ducc.rm.share.quantum: 1, ducc.rm.node.stability: 4, ducc.rm.prediction: false}\n"
+        "  accounts: {'*': nobody}\n")  # the test's DUCC users (ann, ...) have no OS accounts here
 
 
 def worker(seconds: float) -> list[str]:
@@ -320,7 +321,8 @@ def test_reconfigure_under_running_work_blacklists_what_no_longer_belongs(tmp_pa
     (tmp_path / "right.nodes").write_text("h1\n")
     classes = tmp_path / "ducc.classes"
     classes.write_text(CLASSES.format(pool="left"))
-    plan = "ducc:\n  classes: ducc.classes\n  properties: {ducc.rm.share.quantum: 1, ducc.rm.prediction: false}\n"
+    plan = ("ducc:\n  classes: ducc.classes\n  properties: {ducc.rm.share.quantum: 1, ducc.rm.prediction: false}\n"
+            "  accounts: {'*': nobody}\n")
     m = start_master(tmp_path, plan, extra=["--tick", "0.5"])
     agents = {h: start_agent(m, h, tmp_path / h, extra=["--memory", "4"]) for h in ("h0", "h1")}
     try:

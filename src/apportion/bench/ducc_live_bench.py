@@ -178,7 +178,8 @@ def read_cluster(spec: DuccLiveSpec) -> dict[float, int]:
 
 def plan_text(spec: DuccLiveSpec) -> str:
     classes = (spec.traces_dir / CLASSES_FILE).resolve()
-    return f"ducc:\n  classes: {classes}\n  properties: {{ducc.rm.share.quantum: {QUANTUM}}}\n"
+    return (f"ducc:\n  classes: {classes}\n  properties: {{ducc.rm.share.quantum: {QUANTUM}}}\n"
+            "  accounts: {'*': nobody}\n")  # the workload's users have no OS accounts here
 
 
 # -- the store's view, and its checks ---------------------------------------------------------------

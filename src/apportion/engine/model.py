@@ -98,6 +98,10 @@ class Consumer:
     children: tuple[str, ...]
     index: int  # position in the plan: earlier wins ties
     groups: Mapping[str, GroupSettings]  # the groups this consumer is planned in
+    # the OS account its work runs as (EGO's ExecutionUser), written here or inherited from
+    # the nearest ancestor that names one; None: the agent's default user. Data only: the
+    # engine does not schedule by it (the live master sends it to the agents).
+    execution_user: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "groups", _frozen(self.groups))

@@ -479,6 +479,18 @@ def compile_consumers(ctx: Context, items: list[Checked[ConsumerIn]]) -> None:
             children=tuple(info.children),
             index=info.index,
             groups={g: GroupSettings(**info.settings[g]) for g in info.groups},
+            execution_user=_execution_user(ctx, info),
         )
         for info in ctx.consumers.values()
     )
+
+
+def _execution_user(ctx: Context, info: ConsumerInfo) -> str | None:
+    """The consumer's own ``execution_user``, else its nearest ancestor's (EGO's ExecutionUser)."""
+    node: ConsumerInfo | None = info
+    while node is not None:
+        model = node.model
+        if model is not None and model.execution_user is not None:
+            return model.execution_user
+        node = _linked_parent(ctx, node)
+    return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import re
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -84,7 +85,29 @@ def _request_id(value: Any) -> Any:
     )
 
 
+USER_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z")
+
+
+def user_name_problem(value: Any) -> str | None:
+    """Why ``value`` is not an OS account name (None when it is): a letter or ``_``, then
+    up to 31 letters, digits, ``_``, ``.`` or ``-`` (POSIX's portable user names)."""
+    if not isinstance(value, str):
+        return f"must be an OS user name (got {show(value)})"
+    if not USER_NAME_PATTERN.match(value):
+        return (f"{show(value)} is not a user name: start with a letter or '_', then use letters, digits, "
+                "'_', '.' or '-' (at most 32 characters)")
+    return None
+
+
+def _user_name(value: Any) -> Any:
+    problem = user_name_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("plan", problem)  # type: ignore[arg-type]
+    return value
+
+
 AttrValueIn = Annotated[Any, AfterValidator(_attr_value)]
+UserName = Annotated[Any, AfterValidator(_user_name)]
 LendTo = Annotated[Any, AfterValidator(_lend_to)]
 GroupNames = Annotated[Any, AfterValidator(_name_or_names)]
 OwnedHosts = Annotated[Any, AfterValidator(_owned_hosts)]
@@ -162,6 +185,7 @@ class ConsumerIn(SettingsIn):
     path: str
     resource_groups: list[str] | None = None
     groups: dict[str, SettingsIn] = {}
+    execution_user: UserName | None = None  # inherited by descendants (not a per-group setting)
     quota: QuotaIn | None = None  # the live master's per-tenant limits (service/quotas.py), for the subtree
 
 

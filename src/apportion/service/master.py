@@ -25,7 +25,7 @@ from apportion.engine.decisions import Decisions, Removal
 from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
-from apportion.service import liveplan
+from apportion.service import execution, liveplan
 from apportion.service import quotas
 from apportion.service.hostfaults import StartFailures
 from apportion.service.published import (
@@ -460,8 +460,9 @@ class Master:
         self._ended(a, batch)
 
     def _activity_fields(self, a: ActivityPub) -> dict[str, Any]:
-        """What an activity's events say beside the common fields (DUCC: its job)."""
-        return {}
+        """What an activity's events say beside the common fields: who ran it, its limits and
+        usage, at its end why and whether OOM (DUCC: also its job)."""
+        return execution.event_fields(a)
 
     def _ended(self, a: ActivityPub, batch: Batch) -> None:
         """An activity ended (its slots are free once it is gone)."""
@@ -520,7 +521,7 @@ class Master:
                 raise ApiError(422, f"requirement: {e}") from None
 
     def op_create_allocation(self, client: int, consumer: str, groups: list[str], mn: int, mx: int,
-                             order: int, exclusive: bool, requirement: str | None
+                             order: int, exclusive: bool, requirement: str | None, memory: float | None = None
                              ) -> Callable[[Batch, float], AllocationPub]:
         def run(batch: Batch, now: float) -> AllocationPub:
             if client not in self.clients:
@@ -531,7 +532,7 @@ class Master:
             self.check_allocation(consumer, groups, mn, mx, order, requirement)
             quotas.check_allocation(self, consumer, mx)
             a = AllocationPub(self._next_alloc, client, consumer, groups, mn, mx, order, exclusive, requirement,
-                              [], self._seq, now)
+                              [], self._seq, now, memory)
             self.engine.submit(self._request(a))
             self._next_alloc += 1
             self._seq += 1
@@ -661,7 +662,7 @@ class Master:
     def op_open_host(self, name: str) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
             h = self._host(name)
-            h.closed = False
+            h.closed, h.closed_reason = False, None
             batch.hosts[name] = h
             if h.state == "closed":
                 self._set_state(h, "ok", batch)
@@ -731,9 +732,10 @@ class Master:
 
     # -- agents -----------------------------------------------------------------------
     def op_agent_register(self, name: str, slots: int, memory: float, os_name: str, attributes: dict[str, Any],
-                          running: list[int]) -> Callable[[Batch, float], HostPub]:
+                          running: list[int], agent: dict[str, Any] | None = None
+                          ) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
-            h, changed = self._reported_host(name, slots, memory, os_name, attributes, batch, now)
+            h, changed = self._reported_host(name, slots, memory, os_name, attributes, batch, now, agent)
             if changed:
                 h.state = "closed" if h.closed else "ok"
                 self._replan = True
@@ -748,7 +750,7 @@ class Master:
         return run
 
     def _reported_host(self, name: str, slots: int, memory: float, os_name: str, attributes: dict[str, Any],
-                       batch: Batch, now: float) -> tuple[HostPub, bool]:
+                       batch: Batch, now: float, agent: dict[str, Any] | None = None) -> tuple[HostPub, bool]:
         """The host as its agent reports it (new, or with its facts updated); whether its facts changed."""
         h = self.hosts.get(name)
         changed = h is None or (h.slots, h.memory, h.attributes) != (slots, memory, attributes)
@@ -757,6 +759,7 @@ class Master:
         elif changed:
             h.slots, h.memory, h.os, h.attributes = slots, memory, os_name, attributes
         h.last_seen, h.reported = now, True
+        execution.agent_facts(h, (agent or {}).get("containment"), (agent or {}).get("run_as"))
         batch.hosts[name] = h
         return h, changed
 
@@ -779,6 +782,7 @@ class Master:
                 if a is None or a.host != name:
                     continue
                 self.start_failures.note(name, a.state, r, now)  # a host where starts keep failing says so
+                execution.report_into(self, h, a, r, batch)  # who, limits, usage; why it ended; unkillable
                 if r.get("stdout") is not None:
                     a.stdout = r["stdout"][-self.settings.output_lines:]
                 if r.get("stderr") is not None:
@@ -790,7 +794,7 @@ class Master:
                     self._event(batch, a.client, {"type": "activity", "allocation": a.allocation, "host": name,
                                                   "activity": a.id, "state": "running", "exit_code": None,
                                                   "signal": None, "slots": a.slots, **self._activity_fields(a)})
-                elif state in ("exited", "killed") and a.live:
+                elif state in execution.ENDING and a.live:
                     self._end(a, state, r.get("exit_code"), r.get("signal"), batch, now)
             listed = {r["id"] for r in reports}
             for a in list(self.live_on.get(name, {}).values()):
@@ -847,8 +851,12 @@ class Master:
             if a.state == "starting" and a.id not in listed and not a.stop:
                 env = {**a.env, **self._start_env(a)}
                 out.append({"op": "start", "activity": a.id, "allocation": a.allocation, "argv": a.argv,
-                            "env": env, "cwd": a.cwd, "slots": a.slots})
+                            "env": env, "cwd": a.cwd, "slots": a.slots, **self._start_extra(a)})
         return out
+
+    def _start_extra(self, a: ActivityPub) -> dict[str, Any]:
+        """The execution user and limits of a start command (service/execution.py)."""
+        return execution.ego_start(self, a)
 
     def _start_env(self, a: ActivityPub) -> dict[str, str]:
         """What the master adds to an activity's environment when it starts."""

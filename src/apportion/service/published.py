@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LIVE_STATES = ("starting", "running")  # an activity in these uses its slots
+ENDED_STATES = ("exited", "killed", "failed", "lost")  # final: "failed" started nothing (see stop_reason)
 
 
 @dataclass(slots=True)
@@ -51,6 +52,7 @@ class AllocationPub:
     blocked: list[str]
     seq: int
     created_at: float
+    memory: float | None = None  # GB per slot asked for: its activities' memory limit, if below the host's share
     held: int = 0
     hosts: dict[str, int] = field(default_factory=dict)
     reclaiming: dict[int, HoldingPub] = field(default_factory=dict)  # holding id -> marked holding
@@ -63,6 +65,7 @@ class AllocationPub:
             "hosts": dict(sorted(self.hosts.items())),
             "reclaiming": [{"host": h.host, "slots": h.slots, "deadline": h.deadline, "for": h.beneficiary}
                            for h in sorted(self.reclaiming.values(), key=lambda h: (h.deadline or 0, h.host))],
+            "memory": self.memory,
         }
 
 
@@ -87,6 +90,12 @@ class ActivityPub:
     stdout: list[str] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
     job: int | None = None  # DUCC: the job (or service) this process works for
+    user: str | None = None  # the account it runs as, and its uid, as its agent reports them
+    uid: int | None = None
+    oom: bool = False  # the kernel's OOM killer ended it
+    limits: dict[str, Any] | None = None  # {"memory", "cpu_weight", "pids"} as the agent applied them
+    usage: dict[str, Any] | None = None  # {"cpu_seconds", "memory", "memory_peak"}: kept in memory while it
+    # runs (each heartbeat), stored with its end
     secret: str | None = None  # DUCC: its process token, in memory only, until the agent has started it
 
     @property
@@ -99,6 +108,7 @@ class ActivityPub:
             "exit_code": self.exit_code, "signal": self.signal, "slots": self.slots, "argv": self.argv,
             "pid": self.pid, "stopping": self.stop and self.live, "stop_reason": self.stop_reason,
             "created_at": self.created_at, "ended_at": self.ended_at,
+            "user": self.user, "uid": self.uid, "oom": self.oom, "limits": self.limits, "usage": self.usage,
         }
         if self.job is not None:
             out["job"] = self.job
@@ -111,6 +121,7 @@ class ActivityPub:
             "exit_code": self.exit_code, "signal": self.signal, "pid": self.pid, "stop": self.stop,
             "stop_reason": self.stop_reason, "created_at": self.created_at, "ended_at": self.ended_at,
             "stdout": self.stdout, "stderr": self.stderr, "job": self.job,
+            "user": self.user, "uid": self.uid, "oom": self.oom, "limits": self.limits, "usage": self.usage,
         }
 
 
@@ -125,11 +136,21 @@ class HostPub:
     closed: bool  # closed by the admin (stays closed when it comes back)
     last_seen: float = 0.0
     reported: bool = False  # an agent has reported it since this master started
+    containment: str | None = None  # cgroup-v2 | cgroup-v1 | process-group, as its agent registered
+    run_as: dict[str, Any] | None = None  # {"root": can it switch users, "user": the agent's own}
+    closed_reason: str | None = None  # why the master closed it (an activity whose processes survive SIGKILL)
+    alien: int | None = None  # processes of non-system users in no activity (each heartbeat; not stored)
 
     def row(self) -> dict[str, Any]:
         return {"name": self.name, "slots": self.slots, "memory": self.memory, "os": self.os,
                 "attributes": self.attributes, "state": self.state, "closed": self.closed,
-                "last_seen": self.last_seen}
+                "last_seen": self.last_seen, "containment": self.containment, "run_as": self.run_as,
+                "closed_reason": self.closed_reason}
+
+    def facts(self) -> dict[str, Any]:
+        """What the host JSON says of its agent beside slots and state (docs/service.md)."""
+        return {"containment": self.containment, "run_as": self.run_as, "alien": self.alien,
+                "closed_reason": self.closed_reason}
 
 
 # --- DUCC ------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 
+from apportion.service import execution
 from apportion.service.api.deps import answer, run
 from apportion.service.api.schemas import AgentHeartbeat, AgentRegister, HostName
 from apportion.service.auth import Caller, anyone, require_host
@@ -20,8 +21,9 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"])
 async def register(host: HostName, body: AgentRegister, c: Caller = Depends(anyone)) -> dict[str, Any]:
     p, m = c.p, c.m
     require_host(p, host)
+    agent = {"containment": body.containment, "run_as": body.run_as.model_dump() if body.run_as else None}
     await run(m, m.op_agent_register(host, body.slots, body.memory, body.os, dict(body.attributes),
-                                     [a.id for a in body.activities]))
+                                     [a.id for a in body.activities], agent=agent))
     return {"host": host, "heartbeat": m.settings.heartbeat, "kill_grace": m.settings.kill_grace}
 
 
@@ -34,7 +36,8 @@ async def heartbeat(host: HostName, body: AgentHeartbeat, c: Caller = Depends(an
         raise HTTPException(404, f"host {host} is not registered: register first")
     h.last_seen = time.time()
     reports = [a.model_dump() for a in body.activities]
-    if m.reports_change(host, reports):
+    execution.note_heartbeat(m, host, reports, body.host.alien if body.host is not None else None)
+    if m.reports_change(host, reports) or execution.reports_change(m, host, reports):
         await run(m, m.op_agent_reports(host, reports))
     listed = {a.id: a.state for a in body.activities}
     commands = m.commands_for(host, listed)

@@ -39,6 +39,8 @@ class AllocationIn(_In):
     slots_per_instance: Annotated[int, Field(ge=1, le=10_000)] = 1
     exclusive: bool = False
     requirement: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    # GB per slot its activities may use, when less than their part of the host's memory
+    memory: Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False, strict=True)] | None = None
 
 
 class AllocationChange(_In):
@@ -71,10 +73,46 @@ class TokenIn(_In):
     host: HostName | None = None
 
 
+Bytes = Annotated[int, Field(ge=0, le=2**62, strict=True)]
+Reason = Annotated[str, StringConstraints(max_length=1000)]
+
+
+class AgentLimits(_In):
+    """What the agent applied to an activity (docs/service.md, "The agent protocol")."""
+
+    memory: Bytes | None = None
+    swap: Bytes | None = None
+    cpu_weight: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] | None = None
+    cpu_max: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False, strict=True)] | None = None  # cores
+    pids: Annotated[int, Field(ge=0, le=2**31, strict=True)] | None = None
+
+
+class AgentUsage(_In):
+    cpu_seconds: Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False, strict=True)] | None = None
+    memory: Bytes | None = None
+    memory_peak: Bytes | None = None
+
+
+class AgentRunAs(_In):
+    root: Annotated[bool, Field(strict=True)]
+    user: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class AgentHost(_In):
+    alien: Annotated[int, Field(ge=0, le=10_000_000, strict=True)] | None = None
+
+
 class AgentActivity(_In):
     id: Annotated[int, Field(ge=1)]
     pid: int | None = None
-    state: Literal["running", "exited", "killed"] = "running"
+    state: Literal["running", "exited", "killed", "failed"] = "running"
+    reason: Reason | None = None  # failed: the user, the host and the rule; an OOM kill: limit and peak
+    user: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
+    uid: Annotated[int, Field(ge=0, le=2**32 - 1, strict=True)] | None = None
+    limits: AgentLimits | None = None
+    usage: AgentUsage | None = None
+    oom: Annotated[bool, Field(strict=True)] = False
+    unkillable: Annotated[bool, Field(strict=True)] = False
     exit_code: int | None = None
     signal: int | None = None
     stdout: list[str] | None = None
@@ -88,11 +126,14 @@ class AgentRegister(_In):
     attributes: dict[Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")],
                      AttrValue] = {}
     activities: list[AgentActivity] = []
+    containment: Literal["cgroup-v2", "cgroup-v1", "process-group"] | None = None
+    run_as: AgentRunAs | None = None
 
 
 class AgentHeartbeat(_In):
     wait: Annotated[float, Field(ge=0, le=30)] = 0.0
     activities: list[AgentActivity] = []
+    host: AgentHost | None = None
 
 
 def groups_of(group: Any) -> list[str]:

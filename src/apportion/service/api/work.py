@@ -82,7 +82,7 @@ async def create_allocation(body: AllocationIn, c: Caller = Depends(user)) -> An
     groups = groups_of(body.group)
     m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
     a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
-                                            body.slots_per_instance, body.exclusive, body.requirement))
+                                            body.slots_per_instance, body.exclusive, body.requirement, body.memory))
     return answer(a.json(), 201)
 
 
@@ -140,11 +140,13 @@ async def start_activity(aid: int, body: ActivityIn, c: Caller = Depends(user)) 
 
 
 @router.get("/activities")
-async def list_activities(allocation: int | None = None, c: Caller = Depends(user)) -> dict[str, Any]:
+async def list_activities(allocation: int | None = None, host: str | None = None, state: str | None = None,
+                          c: Caller = Depends(user)) -> dict[str, Any]:
     p, m = c.p, c.m
     out = []
     for act in m.activities.values():
-        if allocation is not None and act.allocation != allocation:
+        if (allocation is not None and act.allocation != allocation) or (host is not None and act.host != host) \
+                or (state is not None and act.state != state):
             continue
         c = m.clients.get(act.client)
         if c is not None and p.may_see(c.consumer):

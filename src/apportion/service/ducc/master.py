@@ -38,7 +38,8 @@ from typing import Any
 from apportion.engine.ducc import api
 from apportion.engine.ducc.config import DuccConfig, Policy
 from apportion.plan import PlanError
-from apportion.service.ducc.plan import compile_ducc_plan
+from apportion.service import execution
+from apportion.service.ducc.plan import LiveDucc, compile_ducc_live
 from apportion.service.ducc.work import WorkBook
 from apportion.service.master import ApiError, Master
 from apportion.service.published import ActivityPub, ClientPub, HostPub, JobPub, SharePub
@@ -55,7 +56,9 @@ class DuccMaster(Master):
 
     # -- recovery ---------------------------------------------------------------------
     def _init_core(self, snapshot: Snapshot) -> None:
-        self.config: DuccConfig = compile_ducc_plan(self.plan_text, "<plan in force>")
+        live = compile_ducc_live(self.plan_text, "<plan in force>")
+        self.config: DuccConfig = live.config
+        self.ducc_accounts = live  # DUCC user -> OS account (ducc.accounts)
         self.consumers = {}
         self.group_names = set()
         self.jobs: dict[int, JobPub] = {j.id: j for j in snapshot.jobs}
@@ -109,7 +112,7 @@ class DuccMaster(Master):
 
     def op_diff_plan(self, text: str) -> Callable[[Batch, float], dict[str, Any]]:
         def run(batch: Batch, now: float) -> dict[str, Any]:
-            config = self._compile(text)
+            config = self._compile(text).config
             d = api.schedule(config, self._state(now), now)
             return {"evictions": [{"share": e.share_id, "job": int(e.job) if e.job else None, "host": e.machine,
                                    "reason": e.reason} for e in d.evictions],
@@ -118,9 +121,9 @@ class DuccMaster(Master):
         run.read_only = True  # type: ignore[attr-defined]
         return run
 
-    def _compile(self, text: str) -> DuccConfig:
+    def _compile(self, text: str) -> LiveDucc:
         try:
-            return compile_ducc_plan(text, "<plan>")
+            return compile_ducc_live(text, "<plan>")
         except PlanError as e:
             raise ApiError(422, [{"line": p.line, "field": p.field, "msg": p.reason, "file": p.file}
                                  for p in e.problems]) from None
@@ -129,7 +132,8 @@ class DuccMaster(Master):
         """A new DUCC configuration under running work (``reconfigure``): work that no longer
         belongs where it runs is blacklisted by the next cycle, as the engine does."""
         def run(batch: Batch, now: float) -> int:
-            self.config = self._compile(text)
+            live = self._compile(text)
+            self.config, self.ducc_accounts = live.config, live
             self._dirty = True
             version = self.plan_version + 1
             batch.plan = (version, text, by, now)
@@ -294,10 +298,14 @@ class DuccMaster(Master):
         batch.shares[s.id] = s
         batch.dropped_tokens.append(s.id)
         book = self.books.get(s.job)
+        held = sorted(book.holds(s.id)) if book is not None and crashed is not None else []
         if book is not None and book.give_back(s.id, crashed):
             self._items_into(book, batch)
             j = self.jobs.get(s.job)
             if j is not None:
+                if held:  # the job's user learns which items failed a try, and why
+                    self._event(batch, j.client, {"type": "items_failed", "job": j.id, "share": s.id,
+                                                  "host": s.host, "items": held, "error": crashed})
                 self._end_if_finished(j, book, batch, now)
         self._dirty = True
 
@@ -313,7 +321,13 @@ class DuccMaster(Master):
         self._dirty = True
 
     def _activity_fields(self, a: ActivityPub) -> dict[str, Any]:
-        return {} if a.job is None else {"job": a.job}
+        out = super()._activity_fields(a)
+        if a.job is not None:
+            out["job"] = a.job
+        return out
+
+    def _start_extra(self, a: ActivityPub) -> dict[str, Any]:
+        return execution.ducc_start(self, a)
 
     def _ended(self, a: ActivityPub, batch: Batch) -> None:
         sid = self.share_of.get(a.id)
@@ -323,6 +337,10 @@ class DuccMaster(Master):
         j = self.jobs.get(s.job)
         now = self._now
         if j is not None and not j.ended and s.evicted is None and not a.stop and a.state != "lost":
+            if a.state == "failed" and j.kind == "service":
+                # started again it would be refused again: the service fails, saying why
+                self._end_job(j, "failed", f"its process could not start on {s.host}: {a.stop_reason}", batch, now)
+                return
             if j.kind == "service":
                 # a service is kept running: the same share gets a new process
                 self.share_of.pop(a.id, None)
@@ -333,8 +351,13 @@ class DuccMaster(Master):
             if j.kind == "job" and s.initialized_at is None and a.exit_code != 0:
                 n = self.init_failures[j.id] = self.init_failures.get(j.id, 0) + 1
                 if n >= INIT_FAILURES:
-                    self._end_job(j, "failed", f"{n} processes ended before they initialised "
-                                               f"(last exit code {a.exit_code})", batch, now)
+                    last = f"last: {a.stop_reason}" if a.state == "failed" or a.oom else \
+                        f"last exit code {a.exit_code}"
+                    self._end_job(j, "failed", f"{n} processes ended before they initialised ({last})", batch, now)
+            if a.oom:  # beyond its share's memory: a failed try of what it held, as DUCC's agent says it
+                self._share_gone(s, batch, now, crashed=f"ShareSizeExceeded: its process on {s.host} was killed "
+                                                        f"out of memory ({a.stop_reason})")
+                return
             if a.exit_code not in (0, None) or a.signal is not None:
                 how = f"exit code {a.exit_code}" if a.signal is None else f"signal {a.signal}"
                 self._share_gone(s, batch, now, crashed=f"its process on {s.host} ended with {how}")
@@ -354,10 +377,11 @@ class DuccMaster(Master):
         return [c for c in out if not (c["op"] == "start" and c["env"].get("APPORTION_TOKEN") == "")]
 
     def op_agent_register(self, name: str, slots: int, memory: float, os_name: str, attributes: dict[str, Any],
-                          running: list[int]) -> Callable[[Batch, float], HostPub]:
+                          running: list[int], agent: dict[str, Any] | None = None
+                          ) -> Callable[[Batch, float], HostPub]:
         """A machine joins (or comes back) with the memory its agent reports; the next cycle sees it."""
         def run(batch: Batch, now: float) -> HostPub:
-            h, _ = self._reported_host(name, slots, memory, os_name, attributes, batch, now)
+            h, _ = self._reported_host(name, slots, memory, os_name, attributes, batch, now, agent)
             if h.state == "down":
                 h.state = "closed" if h.closed else "ok"
             self._reconcile(name, running, batch, now)
