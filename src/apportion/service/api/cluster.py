@@ -24,7 +24,7 @@ async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
     m = c.m
     return {"hosts": [{"name": h.name, "state": h.state, "slots": h.slots, "free": m.free_on(h.name),
                        "used": m.host_used.get(h.name, 0), "memory": h.memory, "os": h.os,
-                       "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen,
+                       "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen, **h.facts(),
                        **m.start_failures.json(h.name)}
                       for h in sorted(m.hosts.values(), key=lambda h: h.name)]}
 
