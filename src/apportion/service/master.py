@@ -101,6 +101,7 @@ class Master:
         self.cycles = 0
         self.last_cycle_seconds = 0.0
         self.observers: list[Callable[[Decisions, float], None]] = []  # metrics
+        self.committed: list[Callable[[Batch], None]] = []  # after each publication: console feed, history
         # published (committed) state: read by the API
         self.plan_version = snapshot.plan_version
         self.plan_text = snapshot.plan_text
@@ -250,6 +251,8 @@ class Master:
             log.exception("commit failed: the master stops; a restart rebuilds from the store")
             os._exit(70)
         self._publish(batch)
+        for hook in self.committed:
+            hook(batch)
         if decisions is not None:
             for obs in self.observers:
                 obs(decisions, self.last_cycle_seconds)
@@ -629,11 +632,11 @@ class Master:
             return act
         return run
 
-    def op_kill_activity(self, act_id: int) -> Callable[[Batch, float], ActivityPub]:
+    def op_kill_activity(self, act_id: int, by: str | None = None) -> Callable[[Batch, float], ActivityPub]:
         def run(batch: Batch, now: float) -> ActivityPub:
             act = _found(self.activities, act_id, "activity")
             if act.live and not act.stop:
-                self._stop(act, "killed by request", batch)
+                self._stop(act, f"killed by request of {by}" if by else "killed by request", batch)
             return act
         return run
 

@@ -1,0 +1,255 @@
+"""Read-only ``/v1`` views for the console, each behind the same tokens and scopes as the
+rest of the API (an admin sees everything; a consumer token its own subtree, and the
+hosts, which every user token may read):
+
+- ``GET /v1/summary``: the Overview's numbers, counted by the master in one pass;
+- ``GET /v1/hostmap``: hosts as compact tiles, a page at a time (10,000 hosts are
+  some 40 bytes each, not the whole host JSON), each with the consumer that holds most of
+  it (``other`` for a consumer outside the token's scope);
+- ``GET /v1/events``: every event the token may see, as Server-Sent Events, with a
+  ``change`` message naming the kinds of thing each committed step changed;
+- ``GET /v1/history``: the samples of the last hour or day (service/history.py);
+- ``GET /v1/classes``: a DUCC plan's classes with what their jobs hold and deserve;
+- ``GET /v1/plan/versions`` (admin): every version of the plan, who applied it and when;
+  ``GET /v1/plan/versions/{v}`` one version's text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+
+from apportion.console.feed import Feed
+from apportion.service import history
+from apportion.service.api.deps import answer, run
+from apportion.service.auth import Caller, Principal, admin, user
+from apportion.service.master import ApiError, Master
+
+router = APIRouter(prefix="/v1", tags=["console"])
+KEEPALIVE = 15.0
+COALESCE = 0.2  # seconds: changes closer together than this go out as one message
+
+
+def _visible(p: Principal):  # noqa: ANN202 - a predicate on a consumer path (None: a deleted client's)
+    return lambda consumer: p.kind == "admin" or (consumer is not None and p.may_see(consumer))
+
+
+def _fenced(m: Master) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (_, host), f in m.fences.items():
+        out[host] = out.get(host, 0) + f[0]
+    return out
+
+
+def host_counts(m: Master) -> dict[str, int]:
+    fenced = _fenced(m)
+    ok = down = closed = total = used = free = 0
+    for h in m.hosts.values():
+        u = m.host_used.get(h.name, 0)
+        if h.state == "down":
+            down += 1
+            continue
+        total += h.slots
+        used += u
+        if h.state != "ok" or h.closed:
+            closed += 1
+            continue
+        ok += 1
+        free += max(0, h.slots - u - fenced.get(h.name, 0))
+    return {"hosts": len(m.hosts), "up": ok, "down": down, "closed": closed, "slots": total, "used": used,
+            "free": free}
+
+
+@router.get("/summary")
+async def summary(c: Caller = Depends(user)) -> Any:
+    """The Overview: hosts up, down and closed; slots used and free; the allocations, demand,
+    shortfall and reclaims in flight the token may see (DUCC: its jobs by state)."""
+    p, m = c.p, c.m
+    out: dict[str, Any] = {"kind": m.kind, "plan_version": m.plan_version, "at": time.time(), **host_counts(m)}
+    allocs = [a for a in m.allocations.values() if p.may_see(a.consumer)]
+    reclaims = [r for a in allocs for r in a.reclaiming.values()]
+    out["allocations"] = len(allocs)
+    out["held"] = sum(a.held for a in allocs)
+    out["asked"] = sum(a.max for a in allocs)
+    out["reclaims"] = len(reclaims)
+    out["reclaiming"] = sum(r.slots for r in reclaims)
+    out["next_deadline"] = min((r.deadline for r in reclaims if r.deadline is not None), default=None)
+    if m.kind == "ducc":
+        jobs: dict[str, int] = {}
+        for j in getattr(m, "jobs", {}).values():
+            if p.may_see(f"/{j.user}"):
+                key = f"{j.kind}s_{j.state}"
+                jobs[key] = jobs.get(key, 0) + 1
+        out["jobs"] = jobs
+        return answer(out)
+    report = await run(m, m.op_report())
+    leaves = m.engine.state.consumers
+    demand = shortfall = 0
+    for path, line in report.consumers.items():
+        c_ = leaves.get(path)
+        if c_ is None or not c_.is_leaf or not p.may_see(path):
+            continue
+        for gl in line.groups.values():
+            demand += gl.demand
+            shortfall += gl.shortfall
+    out["demand"], out["shortfall"] = demand, shortfall
+    return answer(out)
+
+
+@router.get("/hostmap")
+async def hostmap(offset: int = Query(0, ge=0), limit: int = Query(2000, ge=1, le=10_000),
+                  state: Literal["ok", "closed", "down"] | None = None,
+                  name: str | None = Query(None, max_length=200, description="only hosts whose name has this"),
+                  c: Caller = Depends(user)) -> Any:
+    """Hosts as ``tiles``, sorted by name, a page at a time: each ``[name, slots, memory (GB),
+    state, closed, used, owner, activities]`` where ``owner`` indexes ``owners`` (the consumer
+    holding most slots there; ``other`` outside the token's scope; -1 nobody)."""
+    p, m = c.p, c.m
+    hosts = sorted(m.hosts.values(), key=lambda h: h.name)
+    if state is not None:
+        hosts = [h for h in hosts if h.state == state]
+    if name:
+        hosts = [h for h in hosts if name in h.name]
+    page = hosts[offset:offset + limit]
+    wanted = {h.name for h in page}
+    by_host: dict[str, dict[str, int]] = {}
+    for h in m.holdings.values():
+        if h.host in wanted:
+            a = m.allocations.get(h.request)
+            if a is not None:
+                who = a.consumer if p.may_see(a.consumer) else "other"
+                d = by_host.setdefault(h.host, {})
+                d[who] = d.get(who, 0) + h.slots
+    owners: dict[str, int] = {}
+    tiles = []
+    for h in page:
+        held = by_host.get(h.name)
+        owner = -1
+        if held:
+            top = max(held.items(), key=lambda kv: (kv[1], kv[0]))[0]
+            owner = owners.setdefault(top, len(owners))
+        tiles.append([h.name, h.slots, h.memory, h.state, h.closed, m.host_used.get(h.name, 0), owner,
+                      len(m.live_on.get(h.name, {}))])
+    return answer({**host_counts(m), "total": len(hosts), "offset": offset, "tiles": tiles, "owners": list(owners)})
+
+
+@router.get("/history")
+async def get_history(request: Request, span: Literal["hour", "day"] = "hour",
+                      c: Caller = Depends(user)) -> Any:
+    """Samples of the last hour or day, oldest first, and one of now. A consumer token gets
+    the hosts and slots (which it may read anyway), not the cluster's demand."""
+    now = time.time()
+    got = await asyncio.to_thread(history.read, request.app.state.writer.engine, span, now)
+    rows = [s.json() for s in got] + [history.take(c.m, now).json()]
+    if c.p.kind != "admin":
+        for r in rows:
+            for k in ("allocations", "demand", "reclaiming"):
+                r.pop(k, None)
+    return answer({"span": span, "samples": rows})
+
+
+@router.get("/classes")
+async def classes(c: Caller = Depends(user)) -> Any:
+    """A DUCC plan's classes: priority, weight, policy, nodepool, and the processes (shares)
+    the token's visible jobs in each hold and deserve now."""
+    m = c.m
+    if m.kind != "ducc":
+        raise ApiError(409, "this master serves an EGO plan: classes belong to a DUCC plan")
+    held: dict[str, int] = {}
+    deserved: dict[str, int] = {}
+    jobs: dict[str, int] = {}
+    for j in m.jobs.values():  # type: ignore[attr-defined]
+        if j.ended or not c.p.may_see(f"/{j.user}"):
+            continue
+        jobs[j.cls] = jobs.get(j.cls, 0) + 1
+        acc = m.accounts.get(str(j.id))  # type: ignore[attr-defined]
+        if acc is not None:
+            held[j.cls] = held.get(j.cls, 0) + acc.held
+            deserved[j.cls] = deserved.get(j.cls, 0) + acc.deserved
+    out = []
+    for k in sorted(m.config.classes.values(), key=lambda k: (k.priority, k.name)):  # type: ignore[attr-defined]
+        if k.abstract:
+            continue
+        out.append({"name": k.name, "policy": str(getattr(k.policy, "value", k.policy)), "priority": k.priority,
+                    "weight": k.weight, "nodepool": k.nodepool, "jobs": jobs.get(k.name, 0),
+                    "held": held.get(k.name, 0), "deserved": deserved.get(k.name, 0)})
+    return answer({"classes": out})
+
+
+def _feed(request: Request) -> Feed:
+    feed = getattr(request.app.state, "console_feed", None)
+    if feed is None:
+        raise ApiError(503, "the live feed starts with the master")
+    return feed
+
+
+@router.get("/events", responses={200: {"content": {"text/event-stream": {}}}})
+async def all_events(request: Request, after: int = Query(0, ge=0, description="events after this id"),
+                     c: Caller = Depends(user)) -> StreamingResponse:
+    """Server-Sent Events: ``event: hello`` (the newest event id and change number), then
+    every event of the token's subtree as it is committed (``id:`` its event id) and, after
+    each committed step, ``event: change`` naming what it changed (``{"seq", "kinds"}``)."""
+    feed = _feed(request)
+    visible = _visible(c.p)
+
+    async def stream() -> AsyncIterator[bytes]:
+        seq, last = feed.seq, after
+        newest = c.m.next_event - 1
+        yield f"event: hello\ndata: {json.dumps({'seq': seq, 'event': newest})}\n\n".encode()
+        if last == 0:
+            last = newest
+        while True:
+            w = feed.waiter()
+            if feed.seq == seq:
+                try:
+                    await asyncio.wait_for(w.wait(), KEEPALIVE)
+                except TimeoutError:
+                    yield b": keepalive\n\n"
+                    continue
+            await asyncio.sleep(COALESCE)  # let a burst of steps go out as one message
+            parts = []
+            for e in feed.events_after(last, visible):
+                parts.append(f"id: {e['id']}\ndata: {json.dumps(e, separators=(',', ':'))}\n\n")
+                last = e["id"]
+            kinds = feed.since(seq)
+            seq = feed.seq
+            if kinds:
+                parts.append(f"event: change\ndata: {json.dumps({'seq': seq, 'kinds': sorted(kinds)})}\n\n")
+            if parts:
+                yield "".join(parts).encode()
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _versions(db: Any, version: int | None) -> list[dict[str, Any]]:
+    from sqlalchemy import select
+
+    from apportion.service.store.models import PlanRow
+
+    cols = [PlanRow.version, PlanRow.applied_by, PlanRow.applied_at] + ([PlanRow.text] if version else [])
+    q = select(*cols).order_by(PlanRow.version.desc())
+    if version:
+        q = q.where(PlanRow.version == version)
+    with db.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(q.limit(1000))]
+
+
+@router.get("/plan/versions")
+async def plan_versions(request: Request, c: Caller = Depends(admin)) -> Any:
+    """Every version of the plan, newest first: who applied it and when (not the texts)."""
+    return answer({"versions": await asyncio.to_thread(_versions, request.app.state.writer.engine, None)})
+
+
+@router.get("/plan/versions/{version}")
+async def plan_version(request: Request, version: int, c: Caller = Depends(admin)) -> Any:
+    got = await asyncio.to_thread(_versions, request.app.state.writer.engine, version)
+    if not got:
+        raise ApiError(404, f"no plan version {version}")
+    return answer(got[0])

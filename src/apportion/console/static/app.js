@@ -1,0 +1,176 @@
+// The console's shell: the token (sessionStorage only), calls to /v1 with it, the live
+// feed (/v1/events read with fetch, so the Authorization header goes with it), routing by
+// the URL's fragment (#/hosts, #/activities?host=h1) and the confirmation dialog.
+import { $, KEY, Refused, api, esc, hooks, listeners, session } from "/ui/core.js";
+import { EGO_PAGES, COMMON_PAGES } from "/ui/pages.js";
+import { DUCC_PAGES } from "/ui/ducc.js";
+
+// --- the live feed ---------------------------------------------------------------------
+let feedAbort = null;
+
+async function readFeed() {
+  while (session.token) {
+    feedAbort = new AbortController();
+    try {
+      const r = await fetch("/v1/events", { headers: { Authorization: `Bearer ${session.token}`, Accept: "text/event-stream" },
+                                           signal: feedAbort.signal });
+      if (!r.ok || !r.body) throw new Error(`feed: ${r.status}`);
+      $("live").className = "live on";
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let cut;
+        while ((cut = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          let type = "message"; const data = [];
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) type = line.slice(6).trim();
+            else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+          }
+          if (data.length) dispatch(type, JSON.parse(data.join("\n")));
+        }
+      }
+    } catch (e) {
+      if (feedAbort.signal.aborted) return;
+    }
+    $("live").className = "live off";
+    await new Promise((res) => setTimeout(res, 1000));
+  }
+}
+
+function dispatch(type, data) {
+  if (type === "message") {
+    session.events.push(data);
+    if (session.events.length > 500) session.events.splice(0, session.events.length - 500);
+  }
+  for (const fn of listeners) fn(type, data);
+  if (type === "change" && current && current.page.kinds) {
+    if (data.kinds.some((k) => current.page.kinds.includes(k))) refreshSoon();
+  }
+}
+
+// --- pages ------------------------------------------------------------------------------
+let current = null; // {page, params, name}
+let refreshing = false, again = false;
+
+function pagesFor() {
+  const own = session.kind === "ducc" ? DUCC_PAGES : EGO_PAGES;
+  return { ...own, ...COMMON_PAGES };
+}
+
+function parseHash() {
+  const h = location.hash.replace(/^#\/?/, "");
+  const [path, query] = h.split("?");
+  const parts = (path || "overview").split("/");
+  return { name: parts[0] || "overview", id: parts[1], params: new URLSearchParams(query || "") };
+}
+
+async function render() {
+  if (!current) return;
+  if (refreshing) { again = true; return; }
+  refreshing = true;
+  const el = $("page");
+  try {
+    const html = await current.page.render(current.route);
+    if (current && current.el === el) {
+      el.innerHTML = html;
+      if (current.page.after) current.page.after(el, current.route);
+      el.dataset.loaded = String(Date.now());
+    }
+  } catch (e) {
+    if (e instanceof Refused) {
+      el.innerHTML = `<h1>${esc(current.page.title)}</h1><p class="refusal" data-refusal="${e.status}">Refused (${e.status}): ${esc(e.message)}</p>`;
+      el.dataset.loaded = String(Date.now());
+    } else {
+      el.innerHTML = `<p class="refusal" data-error="1">Error: ${esc(e.message)}</p>`;
+      el.dataset.loaded = String(Date.now());
+      console.error(e);
+    }
+  } finally {
+    refreshing = false;
+  }
+  if (again) { again = false; render(); }
+}
+
+let timer = null;
+function refreshSoon() {
+  if (timer) return;
+  timer = setTimeout(() => { timer = null; render(); }, 150);
+}
+
+async function route() {
+  const r = parseHash();
+  const pages = pagesFor();
+  const page = pages[r.name] || pages.overview;
+  current = { page, route: r, el: $("page") };
+  document.title = `${page.title} · apportion`;
+  for (const a of $("nav").querySelectorAll("a")) a.classList.toggle("on", a.dataset.page === r.name);
+  $("page").dataset.page = r.name;
+  $("page").dataset.loaded = "";
+  await render();
+}
+
+function drawNav() {
+  const pages = pagesFor();
+  $("nav").innerHTML = Object.entries(pages).filter(([, p]) => p.nav !== false && (!p.admin || session.admin))
+    .map(([name, p]) => `<a href="#/${name}" data-page="${name}">${esc(p.title)}</a>`).join("");
+}
+
+// --- log in / out -----------------------------------------------------------------------
+async function start() {
+  $("login").hidden = true;
+  try {
+    const s = await api("/v1/summary");
+    session.kind = s.kind;
+  } catch (e) {
+    showLogin(e.message);
+    return;
+  }
+  // an admin token may read the plan; any other is scoped (the pages say so)
+  try { await api("/v1/plan/versions"); session.admin = true; } catch { session.admin = false; }
+  $("who").textContent = session.admin ? "admin" : "consumer token";
+  $("logout").hidden = false;
+  drawNav();
+  readFeed();
+  await route();
+}
+
+function showLogin(message) {
+  $("page").innerHTML = "";
+  $("nav").innerHTML = "";
+  $("login").hidden = false;
+  $("logout").hidden = true;
+  $("who").textContent = "";
+  $("login-error").hidden = !message;
+  $("login-error").textContent = message || "";
+}
+
+function logout(message) {
+  sessionStorage.removeItem(KEY);
+  session.token = null;
+  if (feedAbort) feedAbort.abort();
+  current = null;
+  showLogin(message);
+}
+
+$("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  session.token = $("token").value.trim();
+  sessionStorage.setItem(KEY, session.token);
+  $("token").value = "";
+  start();
+});
+$("logout").addEventListener("click", () => logout());
+window.addEventListener("hashchange", route);
+setInterval(() => { for (const el of document.querySelectorAll("[data-deadline]")) {
+  const left = Number(el.dataset.deadline) - Date.now() / 1000;
+  el.textContent = left > 0 ? `${left.toFixed(0)} s` : "due";
+} }, 500);
+
+hooks.logout = logout;
+hooks.refresh = refreshSoon;
+if (session.token) start(); else showLogin();

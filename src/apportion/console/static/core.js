@@ -1,0 +1,55 @@
+// What every page uses: the session (its token in sessionStorage only), calls to /v1 with
+// it, HTML escaping, the confirmation dialog, and hooks the shell fills in.
+export const KEY = "apportion.token";
+export const $ = (id) => document.getElementById(id);
+
+export const session = { token: sessionStorage.getItem(KEY), kind: null, admin: false, scope: null, events: [] };
+
+export class Refused extends Error {
+  constructor(status, detail) { super(detail); this.status = status; }
+}
+
+function detailText(body) {
+  const d = body && body.detail;
+  if (typeof d === "string") return d;
+  if (Array.isArray(d)) return d.map((x) => (typeof x === "string" ? x : x.msg || JSON.stringify(x))).join("; ");
+  return d ? JSON.stringify(d) : "";
+}
+
+// A call to /v1 with the session's token; a refusal throws Refused with the master's detail.
+export async function api(path, options = {}) {
+  const headers = { Authorization: `Bearer ${session.token}`, ...(options.headers || {}) };
+  const r = await fetch(path, { ...options, headers });
+  const text = await r.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch { body = { detail: text }; }
+  if (r.status === 401) { hooks.logout(detailText(body) || "the token was refused"); throw new Refused(401, detailText(body)); }
+  if (!r.ok) throw new Refused(r.status, detailText(body) || `${r.status} ${r.statusText}`);
+  return body;
+}
+
+export function esc(v) {
+  return String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+// Ask before acting; resolves true on Confirm.
+export function confirmAction(text, detail) {
+  const d = $("confirm");
+  $("confirm-text").textContent = text;
+  $("confirm-detail").hidden = !detail;
+  $("confirm-detail").textContent = detail || "";
+  d.returnValue = "";
+  d.showModal();
+  return new Promise((resolve) => d.addEventListener("close", () => resolve(d.returnValue === "ok"), { once: true }));
+}
+
+export const hooks = { logout: () => {}, refresh: () => {} };
+
+export const listeners = [];
+export function onEvent(fn) { listeners.push(fn); }
+
+export function fmtTime(t) { return t ? new Date(t * 1000).toLocaleString() : ""; }
+
+export function countdown(deadline) {
+  return deadline ? `<span class="countdown" data-deadline="${deadline}">${Math.max(0, deadline - Date.now() / 1000).toFixed(0)} s</span>` : "";
+}
