@@ -128,3 +128,57 @@ def test_import_of_export_is_the_same_plan(plan):
         (Path(tmp) / "again.yaml").write_text(yaml.safe_dump(back.plan, sort_keys=False))
         write_files(export_ego(Path(tmp) / "again.yaml"), Path(tmp) / "ego2")
         assert import_ego([Path(tmp) / "ego2"]).plan == back.plan
+
+
+# --- any XML made of EGO's element names: a plan or problems, never a crash ---------------------
+
+ELEMENTS = ["Consumer", "ConsumerHierarchy", "ConsumerProperties", "ExecutionUser", "ReclaimGracePeriod",
+            "DistributionTree", "ResourceGroupName", "PolicyParameter", "DistributionPolicies", "Rank",
+            "SharingPolicy", "Sharing", "Shares", "Ownership", "Lending", "LendLimit", "Borrowing", "BorrowLimit",
+            "OwnershipPolicy", "ResourceGroup", "HostSelection", "NumHosts", "HostList", "Host", "PerHost", "Odd"]
+ATTRS = ["ConsumerName", "name", "type", "priority", "PreferenceLevel", "GetFreeFromNextLevelBeforeReclaim",
+         "enabled", "DistributionTreeName"]
+VALUES = ["A", "B", "RG0", "RG1", "1", "0", "-3", "x", "ratio", "absolute", "percentage", "remaining", "NumHosts",
+          "HostList", "Y", "N", "DefaultGracePeriod", "h1", "2.5", ""]
+
+
+def _xml(draw: st.DrawFn, depth: int) -> str:
+    tag = draw(st.sampled_from(ELEMENTS))
+    attrs = "".join(f' {a}="{draw(st.sampled_from(VALUES))}"'
+                    for a in draw(st.lists(st.sampled_from(ATTRS), max_size=2, unique=True)))
+    inner = draw(st.sampled_from(VALUES)) if depth == 0 or draw(st.booleans()) else \
+        "".join(_xml(draw, depth - 1) for _ in range(draw(st.integers(0, 3))))
+    return f"<{tag}{attrs}>{inner}</{tag}>"
+
+
+@st.composite
+def ego_documents(draw: st.DrawFn) -> tuple[str, str]:
+    trees = "<ConsumerTrees>" + "".join(_xml(draw, 4) for _ in range(draw(st.integers(0, 3)))) + "</ConsumerTrees>"
+    md = "<DistributionTree>" + "".join(_xml(draw, 4) for _ in range(draw(st.integers(0, 3)))) + \
+        "</DistributionTree>"
+    return trees, md
+
+
+GROUPS_XML = """<ResourceGroups>
+  <ResourceGroup ResourceGroupName="RG0"><ResourceList><ResourceEntry availableSlots="2">h1</ResourceEntry>
+  <ResourceEntry availableSlots="2">h2</ResourceEntry></ResourceList></ResourceGroup>
+  <ResourceGroup ResourceGroupName="RG1"><ResourceRequirement>select(slots &gt; 1)</ResourceRequirement></ResourceGroup>
+</ResourceGroups>"""
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(ego_documents())
+def test_any_arrangement_of_egos_elements_gives_a_plan_or_problems(docs):
+    trees, md = docs
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "ResourceGroups.xml").write_text(GROUPS_XML)
+        (d / "ConsumerTrees.xml").write_text(trees)
+        (d / "MDPlan.xml").write_text(md)
+        try:
+            result = import_ego([d])
+        except PlanError as e:
+            assert e.problems
+            assert all(p.file.startswith(tmp) and p.field and p.reason for p in e.problems)
+            return
+        compile_plan(result.plan)  # what the importer gives, the loader takes
