@@ -231,6 +231,7 @@ def test_missing_and_unknown_files(tmp_path):
     assert problems_of([d]) == [f"{d}: file: no ConsumerTrees.xml there"]
     other = write_ego(tmp_path / "x", {"plan.xml": "<a/>"}) / "plan.xml"
     assert "not an EGO file this importer reads" in problems_of([other])[0]
+    assert problems_of([tmp_path / "nowhere"]) == [f"{tmp_path / 'nowhere'}: file: no such file or directory"]
     wrong_root = write_ego(tmp_path / "y", {**FULL, "ResourceGroups.xml": "<ResourceGroupz/>"})
     assert "the root element of ResourceGroups.xml is <ResourceGroups>, not <ResourceGroupz>" in \
         problems_of([wrong_root])[0]

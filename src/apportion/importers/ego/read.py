@@ -54,13 +54,13 @@ def find_files(paths: Sequence[Path], hosts: Path | None = None) -> dict[str, Pa
                     found[kind] = child
             continue
         kind = kind_of_file(path.name)
-        if kind is None:
+        if not path.exists():
+            problems.append(Problem(str(path), None, "file", "no such file or directory"))
+        elif kind is None:
             problems.append(Problem(str(path), None, "file", f"not an EGO file this importer reads: name it "
                                     f"{CONSUMER_TREES}, {RESOURCE_GROUPS}, {MD_PLAN} or {HOSTS_FILES[0]}"))
         elif kind in found:
             problems.append(Problem(str(path), None, "file", f"a second {kind} (the first: {found[kind]})"))
-        elif not path.exists():
-            problems.append(Problem(str(path), None, "file", "no such file"))
         else:
             found[kind] = path
     if hosts is not None:
