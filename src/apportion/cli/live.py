@@ -104,7 +104,8 @@ def _run(master: str | None, token_file: Path | None, json_out: bool, call: Call
     return value
 
 
-_TEXT_COLUMNS = {"CONSUMER", "GROUP", "GROUPS", "HOST", "HOSTS", "NAME", "STATE", "ATTRIBUTES", "ARGV", "FOR",
+_TEXT_COLUMNS = {"CONSUMER", "GROUP", "GROUPS", "HOST", "HOSTS", "NAME", "STATE", "ATTRIBUTES", "ARGV", "FOR", "USER",
+                 "CONTAINMENT",
                  "REASON", "DEADLINE"}
 
 
@@ -322,10 +323,14 @@ host_app = typer.Typer(help="Hosts reported by the agents.", no_args_is_help=Tru
 
 @host_app.command("list")
 def host_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
-    """Every host: state (ok, closed, down), slots, free slots, attributes."""
+    """Every host: state (ok, closed, down, and why the master closed it), slots, free slots,
+    containment (cgroup-v2, cgroup-v1, process-group), alien processes, attributes."""
     _run(master, token_file, json_out, lambda api: {"hosts": api.hosts()},
-         lambda v: out.print(_table(None, ("NAME", "STATE", "SLOTS", "FREE", "ATTRIBUTES"),
-                                    ([h.get("name"), h.get("state"), h.get("slots"), h.get("free"),
+         lambda v: out.print(_table(None, ("NAME", "STATE", "SLOTS", "FREE", "CONTAINMENT", "ALIEN", "ATTRIBUTES"),
+                                    ([h.get("name"), h.get("state") + (f" ({h['closed_reason']})"
+                                                                       if h.get("closed_reason") else ""),
+                                      h.get("slots"), h.get("free"), h.get("containment") or "-",
+                                      "-" if h.get("alien") is None else h["alien"],
                                       " ".join(f"{k}={x}" for k, x in (h.get("attributes") or {}).items()) or "-"]
                                      for h in v["hosts"]))))
 
@@ -356,14 +361,45 @@ def _argv(argv: list[str] | None) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
+def _mib(n: Any) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f}M"
+
+
+def _state(a: dict[str, Any]) -> str:
+    """The state, with its exit code or signal; a failed one (started nothing) or an OOM kill: why."""
+    state = str(a.get("state"))
+    if a.get("exit_code") is not None:
+        state += f" {a['exit_code']}"
+    if a.get("signal") is not None:
+        state += f" (signal {a['signal']})"
+    if (state == "failed" or a.get("oom")) and a.get("stop_reason"):
+        state += f": {a['stop_reason']}"
+    return state
+
+
+def _memory(a: dict[str, Any]) -> str:
+    """Memory in use / its limit (MiB)."""
+    use, limit = (a.get("usage") or {}).get("memory"), (a.get("limits") or {}).get("memory")
+    return f"{_mib(use)}/{_mib(limit)}" if use is not None or limit is not None else "-"
+
+
 @activity_app.command("list")
 def activity_list(alloc: Annotated[int | None, typer.Option("--alloc", help="Only this allocation's.")] = None,
+                  host: Annotated[str | None, typer.Option("--host", help="Only those on this host.")] = None,
+                  state: Annotated[str | None, typer.Option("--state", help="Only those in this state (starting, "
+                                                            "running, exited, killed, failed, lost).")] = None,
                   master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
-    """Activities with their state, exit code or signal."""
-    _run(master, token_file, json_out, lambda api: {"activities": api.activities(alloc)},
-         lambda v: out.print(_table(None, ("ID", "ALLOC", "HOST", "STATE", "EXIT", "SIGNAL", "ARGV"),
-                                    ([a.get("id"), a.get("allocation"), a.get("host"), a.get("state"),
-                                      a.get("exit_code"), a.get("signal"), _argv(a.get("argv"))]
+    """Activities: who runs them (user, uid), state, slots, memory in use / limit and peak, CPU
+    seconds, OOM, exit code or signal (a failed one: why)."""
+    _run(master, token_file, json_out, lambda api: {"activities": api.activities(alloc, host=host, state=state)},
+         lambda v: out.print(_table(None, ("ID", "ALLOC", "HOST", "USER", "UID", "STATE", "SLOTS", "MEM/LIMIT",
+                                           "PEAK", "CPU S", "OOM", "ARGV"),
+                                    ([a.get("id"), a.get("allocation"), a.get("host"), a.get("user") or "-",
+                                      "-" if a.get("uid") is None else a["uid"], _state(a), a.get("slots"),
+                                      _memory(a), _mib((a.get("usage") or {}).get("memory_peak")),
+                                      "-" if (a.get("usage") or {}).get("cpu_seconds") is None
+                                      else f"{a['usage']['cpu_seconds']:.2f}", "yes" if a.get("oom") else "",
+                                      _argv(a.get("argv"))]
                                      for a in v["activities"]))))
 
 

@@ -71,11 +71,12 @@ class Endpoints:
 
     def allocate(self, consumer: str, group: str | Sequence[str] | None, min: int, max: int, *,
                  client: int | None = None, slots_per_instance: int = 1, exclusive: bool = False,
-                 requirement: str | None = None) -> Any:
+                 requirement: str | None = None, memory: float | None = None) -> Any:
         """Ask for slots: -> the new allocation (``Allocation``, with its ``id``).
 
         ``group``: a resource group, an ordered list of them, or None (the
         consumer's groups). ``client``: default, the id ``register`` gave.
+        ``memory``: GB per slot its activities may use (default: their part of the host's).
         """
         if client is None:
             client = self.client_id
@@ -88,6 +89,8 @@ class Endpoints:
             del body["group"]
         if requirement is not None:
             body["requirement"] = requirement
+        if memory is not None:
+            body["memory"] = memory
         return self._send(Call("POST", "/v1/allocations", json=body))
 
     def allocation(self, allocation: int) -> Any:
@@ -132,9 +135,11 @@ class Endpoints:
         """-> ``Activity``: its state, exit code or signal."""
         return self._send(Call("GET", f"/v1/activities/{int(activity)}"))
 
-    def activities(self, allocation: int | None = None) -> Any:
+    def activities(self, allocation: int | None = None, *, host: str | None = None, state: str | None = None
+                   ) -> Any:
         """-> list of ``Activity``, those of one allocation if given."""
-        return self._send(Call("GET", "/v1/activities", params=_drop_none(allocation=allocation),
+        return self._send(Call("GET", "/v1/activities", params=_drop_none(allocation=allocation, host=host,
+                                                                          state=state),
                                pick=_key("activities")))
 
     def activity_output(self, activity: int) -> Any:

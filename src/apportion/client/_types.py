@@ -44,6 +44,11 @@ class Activity(TypedDict, total=False):
     created_at: float
     ended_at: float | None
     job: int  # DUCC: the job (or service) whose process it is
+    user: str | None  # the account it runs as, and its uid (as its agent reports them)
+    uid: int | None
+    oom: bool  # the kernel's OOM killer ended it (stop_reason gives the limit and the peak)
+    limits: dict[str, Any] | None  # memory (bytes), cpu_weight, pids: as the agent applied them
+    usage: dict[str, Any] | None  # cpu_seconds, memory, memory_peak (bytes): while it runs, and at its end
 
 
 class Output(TypedDict):
@@ -57,6 +62,10 @@ class Host(TypedDict, total=False):
     slots: int
     free: int
     attributes: dict[str, Any]
+    containment: str | None  # cgroup-v2, cgroup-v1 or process-group
+    run_as: dict[str, Any] | None  # {"root": can its agent switch users, "user": the agent's own}
+    alien: int | None  # processes of non-system users in no activity
+    closed_reason: str | None  # why the master closed it
 
 
 class ConsumerRow(TypedDict, total=False):
