@@ -11,7 +11,7 @@ client's is an awaitable of it).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from apportion.client._call import Call
@@ -205,6 +205,15 @@ class Endpoints:
     def revoke_token(self, token_id: int) -> Any:
         """Revoke a token (admin only): every call with it is refused from now on."""
         return self._send(Call("DELETE", f"/v1/tokens/{int(token_id)}"))
+
+    def audit(self, *, since: float | None = None, consumer: str | None = None, kind: str | None = None,
+              after: int | None = None, limit: int | None = None) -> Any:
+        """The audit trail (admin only): each call that changed state or was refused, oldest
+        first; from a time (``since``), after an audit id (``after``), of a consumer's subtree,
+        of tokens of a kind."""
+        return self._send(Call("GET", "/v1/audit", params=_drop_none(since=since, consumer=consumer, kind=kind,
+                                                                     after=after, limit=limit),
+                               pick=_key("audit")))
 
     def health(self) -> Any:
         """-> the master's ``/healthz`` answer."""
