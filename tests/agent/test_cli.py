@@ -55,3 +55,21 @@ def test_workdir_in_use(tmp_path: Path) -> None:
 def test_bad_user_policy(args: list[str], says: str) -> None:
     code, out = agent(*args, env={"APPORTION_TOKEN": "s3cr3t"})
     assert code == 2 and says in " ".join(out.split()).replace("│", "").replace("  ", " "), out
+
+
+def test_bad_containment(tmp_path: Path) -> None:
+    code, out = agent("--containment", "cgroups", "--workdir", str(tmp_path), env={"APPORTION_TOKEN": "s3cr3t"})
+    assert code == 2 and "--containment" in out and "cgroup-v1" in out
+
+
+def test_a_named_containment_that_cannot_work_stops_the_agent(tmp_path: Path) -> None:
+    from apportion.agent.containment import ContainmentUnavailable, choose
+
+    try:
+        choose("cgroup-v2", tmp_path / "probe").close()
+    except ContainmentUnavailable as e:
+        why = str(e)
+    else:
+        pytest.skip("cgroup v2 works here")
+    code, out = agent("--containment", "cgroup-v2", "--workdir", str(tmp_path / "w"), env={"APPORTION_TOKEN": "s3cr3t"})
+    assert code == 2 and why in out and "s3cr3t" not in out
