@@ -190,3 +190,38 @@ def test_discard_kills_what_a_dead_agent_left(tmp_path: Path) -> None:
     proc.wait(timeout=5)
     wait_until(lambda: gone(daemon), 10, "the daemon gone")
     assert subtree_dirs(tmp_path) == []
+
+
+def test_v2_files_as_written_and_read(tmp_path: Path) -> None:
+    # No machine kind here delegates v2 controllers, so the files are those a v2 kernel shows, in a
+    # directory: what the agent writes for the limits, and how it reads usage, OOM kills and emptiness.
+    from apportion.agent.containment.cgroup_v2 import CgroupV2
+
+    own = tmp_path / "unit.service"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    c = CgroupV2(own, "x")
+    assert (own / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    assert (c.root / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    box_dir = c.root / "a5"
+    box_dir.mkdir()
+    for name in ("cgroup.procs", "memory.max", "memory.swap.max", "cpu.weight", "cpu.max", "pids.max"):
+        (box_dir / name).write_text("max\n")
+    box = c.create(5, Limits(memory=512 << 20, swap=None, cpu_weight=300, cpu_cap=0.5, pids=64))
+    box.close_enter()
+    assert [(box_dir / n).read_text() for n in ("memory.max", "memory.swap.max", "cpu.weight", "cpu.max", "pids.max")] \
+        == [str(512 << 20), "0", "300", "50000 100000", "64"]
+    assert box.applied() == {"memory": 512 << 20, "cpu_weight": 300, "pids": 64}
+    (box_dir / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    (box_dir / "memory.current").write_text("1048576\n")
+    (box_dir / "memory.peak").write_text("4194304\n")
+    (box_dir / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n")
+    (box_dir / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    assert box.usage().as_json() == {"cpu_seconds": 2.5, "memory": 1 << 20, "memory_peak": 4 << 20}
+    assert box.oom() and not box.empty()
+    (box_dir / "cgroup.events").write_text("populated 0\nfrozen 0\n")
+    assert box.empty()
+    assert c.adopt(5, "a5", 0).applied() == {"memory": 512 << 20, "cpu_weight": 300, "pids": 64}
+    (own / "cgroup.controllers").write_text("cpu io\n")
+    with pytest.raises(ContainmentUnavailable, match="memory, pids not delegated"):
+        CgroupV2(own, "y")
