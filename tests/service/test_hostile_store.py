@@ -115,7 +115,9 @@ def test_ids_are_never_reused_after_deletes_and_restarts(tmp_path):
             assert again > ids[-1], f"allocation id {again} given again"
             assert c.get("/v1/activities", params={"allocation": again}).json()["activities"] == []
             wait_until(lambda: c.get(f"/v1/allocations/{again}").json()["held"] == 1, 20, "granted")
-            act2 = c.post(f"/v1/allocations/{again}/activities", json={"host": "h1", "argv": ["true"]}).json()["id"]
+            r = c.post(f"/v1/allocations/{again}/activities", json={"host": "h1", "argv": ["true"]})
+            assert r.status_code == 201, r.text
+            act2 = r.json()["id"]
             assert act2 > act
             tok2 = c.post("/v1/tokens", json={"kind": "consumer", "consumer": "/A"}).json()["id"]
             assert tok2 > tok, f"token id {tok2} given again"

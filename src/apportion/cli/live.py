@@ -545,6 +545,25 @@ def token_revoke(token_id: Annotated[int, typer.Argument(help="The token's id (a
          _said(f"token {token_id}: revoked"))
 
 
+def audit(since: Annotated[float | None, typer.Option("--since", help="Rows at or after this time: Unix "
+                                                     "seconds, or minus seconds ago (-3600: the last hour).")] = None,
+          consumer: Annotated[str | None, typer.Option("--consumer", help="Only this consumer's subtree.")] = None,
+          kind: Annotated[str | None, typer.Option("--kind", help="Only tokens of this kind (admin, consumer, "
+                                                   "agent, process).")] = None,
+          limit: Annotated[int, typer.Option("--limit", help="At most this many rows.")] = 1000,
+          master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Who changed what, and what was refused (admin token; docs/service.md, "Audit")."""
+    import time as _time
+
+    when = _time.time() + since if since is not None and since < 0 else since
+    _run(master, token_file, json_out,
+         lambda api: {"audit": api.audit(since=when, consumer=consumer, kind=kind, limit=limit)},
+         lambda v: out.print(_table(None, ("ID", "TIME", "TOKEN", "CONSUMER", "CALL", "STATUS", "OUTCOME"),
+                                    ([r["id"], _when(r["at"]), f"{r['token']} ({r['kind']})" if r["token"] else "-",
+                                      r["consumer"] or "-", f"{r['method']} {r['path']}", r["status"],
+                                      r["outcome"][:80]] for r in v["audit"]))))
+
+
 # --- registration ----------------------------------------------------------------------
 
 
@@ -560,3 +579,4 @@ def register(app: typer.Typer, plan_app: typer.Typer) -> None:
     app.add_typer(activity_app, name="activity")
     app.add_typer(events_app, name="events")
     app.add_typer(token_app, name="token")
+    app.command("audit")(audit)

@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apportion.service.api import agents, cluster, events, health, jobs, work
+from apportion.service.api import audit as audit_api
 from apportion import console
 from apportion.console import api as console_api, pages as console_pages
 from apportion.service.leader import Role, leadership
@@ -33,6 +34,7 @@ from apportion.service.ducc.master import DuccMaster
 from apportion.service.ducc.plan import is_ducc_plan
 from apportion.service.master import ApiError, Master, Settings
 from apportion.service.metrics import Metrics
+from apportion.service import audit
 from apportion.service.store import quarantine
 from apportion.service.store.writer import StoreWriter
 
@@ -58,9 +60,10 @@ class Guard:
     OPEN = ("/healthz", "/openapi.json", "/docs")
     BODY_METHODS = (b"POST", b"PUT", b"PATCH", b"DELETE")
 
-    def __init__(self, app: ASGIApp, role: Role) -> None:
+    def __init__(self, app: ASGIApp, role: Role, writer: StoreWriter | None = None) -> None:
         self.app = app
         self.role = role
+        self.writer = writer
         self.prefix = f"{os.getpid():x}-{secrets.token_hex(2)}"
         self.count = itertools.count(1)
 
@@ -70,14 +73,19 @@ class Guard:
             return
         started = time.perf_counter()
         rid = f"{self.prefix}-{next(self.count)}"
-        scope.setdefault("state", {})["request_id"] = rid
+        state = scope.setdefault("state", {})
+        state.update(request_id=rid, method=scope["method"], path=scope["path"])
+        token = audit.current.set(state)
         status = 0
+        said = b""  # the start of a refusal's body, for the audit
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, said
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
+            elif message["type"] == "http.response.body" and status >= 400 and len(said) < 600:
+                said += message.get("body", b"")[:600]
             await send(message)
 
         try:
@@ -90,6 +98,9 @@ class Guard:
                 await JSONResponse({"detail": f"internal error (request {rid})"}, status_code=500)(
                     scope, receive, send_with_id)
         finally:
+            audit.current.reset(token)
+            if self.writer is not None and not state.get("audited") and audit.audited(scope["method"], scope["path"]):
+                await self._audit_refusal(state, status, said)
             access.info("%s %s %s", scope["method"], scope["path"][:200], status, extra={"access": {
                 "request_id": rid, "method": scope["method"], "path": scope["path"][:200], "status": status,
                 "ms": round((time.perf_counter() - started) * 1000, 2),
@@ -141,6 +152,15 @@ class Guard:
             return await receive()
 
         await self.app(scope, replay, send)
+
+    async def _audit_refusal(self, state: dict, status: int, said: bytes) -> None:
+        """A write refused before it reached the master's task (401, 403, a body's 422, 413)."""
+        outcome = "done" if status < 400 else "refused: " + said.decode("utf-8", "replace")[:900]
+        try:
+            await asyncio.to_thread(audit.write, self.writer.engine, self.writer.counters,
+                                    [audit.row(state, state["method"], state["path"], status, outcome)])
+        except Exception as e:  # noqa: BLE001 - an audit row that cannot be written is logged, not a failure
+            log.error("audit: request %s not recorded: %s", state.get("request_id"), str(e)[:300])
 
     @staticmethod
     async def _too_large(scope: Scope, receive: Receive, send: Send, size: str, limit: int) -> None:
@@ -228,10 +248,10 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     app.state.quarantine = (0, [])  # (rows in quarantine, the latest of them)
     app.mount("/static", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="static")
 
-    app.add_middleware(Guard, role=role)
+    app.add_middleware(Guard, role=role, writer=writer)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
-    for r in (work.router, jobs.router, events.router, cluster.router, agents.router, health.router):
+    for r in (work.router, jobs.router, events.router, cluster.router, agents.router, health.router, audit_api.router):
         app.include_router(r)
     app.include_router(console_api.router)  # the console: read-only /v1 views and its pages at /ui
     app.include_router(console_pages.router)

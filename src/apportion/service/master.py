@@ -632,11 +632,11 @@ class Master:
             return act
         return run
 
-    def op_kill_activity(self, act_id: int) -> Callable[[Batch, float], ActivityPub]:
+    def op_kill_activity(self, act_id: int, by: str | None = None) -> Callable[[Batch, float], ActivityPub]:
         def run(batch: Batch, now: float) -> ActivityPub:
             act = _found(self.activities, act_id, "activity")
             if act.live and not act.stop:
-                self._stop(act, "killed by request", batch)
+                self._stop(act, f"killed by request of {by}" if by else "killed by request", batch)
             return act
         return run
 

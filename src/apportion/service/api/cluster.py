@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response
 
-from apportion.service import removals
+from apportion.service import audit, removals
 from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
@@ -136,7 +136,8 @@ async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, A
     if body.kind == "agent" and body.host is None:
         raise ApiError(422, "host: an agent token needs the host it reports for")
     tid, token = await asyncio.to_thread(m.writer.make_token, body.kind, body.consumer if body.kind == "consumer"
-                                         else None, body.host if body.kind == "agent" else None)
+                                         else None, body.host if body.kind == "agent" else None,
+                                         audit.claim(201))
     return {"token": token, "id": tid, "kind": body.kind}
 
 
@@ -149,11 +150,14 @@ async def list_tokens(c: Caller = Depends(admin)) -> dict[str, Any]:
 @router.delete("/tokens/{token_id}", status_code=204)
 async def revoke_token(request: Request, token_id: int, c: Caller = Depends(admin)) -> Response:
     """Revoke a token: every call with it is refused (401) from now on."""
+    row = audit.claim(204)
     try:
-        gone = await asyncio.to_thread(c.m.writer.revoke_token, token_id)
+        gone = await asyncio.to_thread(c.m.writer.revoke_token, token_id, row)
     except ValueError as e:
+        audit.unclaim()
         raise HTTPException(409, f"token {token_id}: {e}") from None
     if gone is None:
+        audit.unclaim()
         raise HTTPException(404, f"no token {token_id}")
     cache = request.app.state.token_cache
     for token in [t for t in cache if digest(t) == gone]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from apportion.service import audit
 from apportion.service.api.errors import excerpt
 from apportion.service.auth import master_of as master
 from apportion.service.master import ApiError, Master
@@ -15,8 +16,9 @@ __all__ = ["answer", "known_query", "master", "run"]
 
 
 async def run(m: Master, op) -> object:  # noqa: ANN001 - an op_* closure
-    """Send an operation to the master's task; a refusal (ApiError) becomes the HTTP error."""
-    return await m.submit(op)
+    """Send an operation to the master's task; a refusal (ApiError) becomes the HTTP error.
+    The call is audited in the batch of its change (audit.py)."""
+    return await m.submit(audit.wrap(op))
 
 
 def answer(content: Any, status: int = 200) -> Response:

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 
-from apportion.service import removals
+from apportion.service import audit, removals
 from apportion.service.api.deps import answer, run
 from apportion.service.api.schemas import ActivityIn, AllocationChange, AllocationIn, ClientIn, ReleaseIn, groups_of
 from apportion.service.auth import Caller, Principal, require_consumer, user
@@ -171,5 +171,5 @@ async def activity_output(act_id: int, c: Caller = Depends(user)) -> dict[str, A
 async def kill_activity(act_id: int, c: Caller = Depends(user)) -> dict[str, Any]:
     p, m = c.p, c.m
     _activity(m, p, act_id)
-    act = await run(m, m.op_kill_activity(act_id))
+    act = await run(m, m.op_kill_activity(act_id, audit.who(p)))  # stop_reason names who
     return act.json()

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, Integer, cast, func, insert, select, update
 
 from apportion.service.store.models import (
     ActivityRow,
+    AuditRow,
     ClientRow,
     EventRow,
     JobRow,
@@ -25,7 +26,7 @@ from apportion.service.store.models import (
 )
 
 TABLES = {"allocation": RequestRow, "activity": ActivityRow, "client": ClientRow, "event": EventRow,
-          "job": JobRow, "token": TokenRow}
+          "job": JobRow, "token": TokenRow, "audit": AuditRow}
 
 
 def read(c: Connection) -> dict[str, int]:
@@ -74,10 +75,14 @@ class Counters:
 
     def next(self, c: Connection, kind: str) -> int:
         """A new id of ``kind``, recorded in ``c``'s transaction."""
+        return self.take(c, kind, 1)
+
+    def take(self, c: Connection, kind: str, n: int) -> int:
+        """``n`` new ids of ``kind`` (the first; the others follow it), recorded in ``c``'s transaction."""
         with self.lock:
             if self.top is None:
                 self.top = read(c)
-            self.top[kind] += 1
-            value = self.top[kind]
-            raise_to(c, kind, value)
-            return value
+            first = self.top[kind] + 1
+            self.top[kind] += n
+            raise_to(c, kind, self.top[kind])
+            return first

@@ -20,6 +20,7 @@ from apportion.service.published import (
     JobPub,
     SharePub,
 )
+from apportion.service import audit
 from apportion.service.store.counters import Counters
 from apportion.service.store.models import (
     ActivityRow,
@@ -51,6 +52,7 @@ class Batch:
     deleted_allocations: list[int] = field(default_factory=list)
     deleted_clients: list[int] = field(default_factory=list)
     deleted_hosts: list[str] = field(default_factory=list)
+    audit: list[dict[str, Any]] = field(default_factory=list)  # rows of the calls this batch served (audit.py)
     holdings: dict[int, HoldingPub | None] = field(default_factory=dict)  # None: gone
     holdings_full: list[tuple[int, HoldingPub]] | None = None  # the state was rebuilt: all of them
     fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = field(default_factory=dict)
@@ -72,7 +74,7 @@ class Batch:
     @property
     def empty(self) -> bool:
         return not (self.plan or self.clients or self.hosts or self.allocations or self.deleted_allocations
-                    or self.deleted_clients or self.deleted_hosts
+                    or self.deleted_clients or self.deleted_hosts or self.audit
                     or self.holdings or self.holdings_full is not None or self.activities or self.events
                     or self.jobs or self.new_items or self.items or self.shares or self.tokens
                     or self.dropped_tokens or self.cycle)
@@ -253,6 +255,8 @@ class StoreWriter:
                     c.execute(delete(TokenRow).where(TokenRow.share.in_(b.dropped_tokens[i:i + _CHUNK])))
             if b.tokens:
                 c.execute(insert(TokenRow), [{**t, "id": self.counters.next(c, "token")} for t in b.tokens])
+            if b.audit:
+                audit.insert_rows(c, self.counters, b.audit)
             if b.cycle is not None:
                 c.execute(insert(CycleRow).values(id=b.cycle[0], at=b.cycle[1], seconds=b.cycle[2]))
             if b.events:
@@ -278,13 +282,17 @@ class StoreWriter:
     def create_token(self, kind: str, consumer: str | None = None, host: str | None = None) -> str:
         return self.make_token(kind, consumer, host)[1]
 
-    def make_token(self, kind: str, consumer: str | None = None, host: str | None = None) -> tuple[int, str]:
-        """A new token: (its id, the token). Only its digest is stored."""
+    def make_token(self, kind: str, consumer: str | None = None, host: str | None = None,
+                   audit_row: dict[str, Any] | None = None) -> tuple[int, str]:
+        """A new token: (its id, the token). Only its digest is stored; ``audit_row`` with it."""
         token = new_token()
         with self.engine.begin() as c:
             tid = self.counters.next(c, "token")  # never a revoked token's id
             c.execute(insert(TokenRow).values(id=tid, digest=digest(token), kind=kind, consumer=consumer, host=host,
                                               created_at=time.time()))
+            if audit_row is not None:
+                audit.insert_rows(c, self.counters, [{**audit_row, "objects": {**audit_row["objects"],
+                                                                               "created": tid}}])
         return tid, token
 
     def tokens(self) -> list[dict[str, Any]]:
@@ -293,14 +301,18 @@ class StoreWriter:
             return [{"id": r.id, "kind": r.kind, "consumer": r.consumer, "host": r.host, "created_at": r.created_at}
                     for r in c.execute(select(TokenRow).order_by(TokenRow.id))]
 
-    def revoke_token(self, tid: int) -> str | None:
+    def revoke_token(self, tid: int, audit_row: dict[str, Any] | None = None) -> str | None:
         """Delete token ``tid``; its digest, to forget it in caches (None: no such token).
-        The last admin token stays (ValueError): without one nobody could make another."""
+        The last admin token stays (ValueError): without one nobody could make another.
+        ``audit_row`` is written with the change (a refusal's row: by the caller)."""
         with self.engine.begin() as c:
             kind = c.execute(select(TokenRow.kind).where(TokenRow.id == tid)).scalar()
             if kind == "admin" and c.execute(select(func.count()).where(TokenRow.kind == "admin")).scalar() <= 1:
                 raise ValueError("it is the last admin token: make another first")
-            return c.execute(delete(TokenRow).where(TokenRow.id == tid).returning(TokenRow.digest)).scalar()
+            gone = c.execute(delete(TokenRow).where(TokenRow.id == tid).returning(TokenRow.digest)).scalar()
+            if audit_row is not None and gone is not None:
+                audit.insert_rows(c, self.counters, [audit_row])
+            return gone
 
     def token(self, token: str) -> TokenRow | None:
         with self.engine.connect() as c:
