@@ -1,7 +1,8 @@
 """`apportion import ego` and `apportion export ego`: IBM EGO's XML files to a plan and back.
 
 The XML is written here from the element names of IBM's documentation (tests/importers/ego_texts.py).
-Real files on disk, the real CLI in a subprocess, the real plan loader and `apportion solve`.
+Real files on disk, the import and export commands as the CLI mounts them, and `apportion validate` and
+`apportion solve` as a user runs them (a subprocess).
 """
 
 from __future__ import annotations
@@ -11,19 +12,35 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import typer
 import yaml
+from typer.testing import CliRunner
+
+from apportion.cli.importer import export_app, import_app
 
 from apportion.importers.ego import export_ego, import_ego, write_files
 from apportion.plan import PlanError, compile_plan, load_plan
 from tests.importers.ego_texts import CONSUMER_TREES, FULL, FULL_PLAN, HOSTS, MARK, RESOURCE_GROUPS, line_of, write_ego
 
 CLI = [sys.executable, "-m", "apportion.cli"]
+# the two command groups mounted as apportion.cli.main mounts them, run in this process
+APP = typer.Typer(pretty_exceptions_enable=False)
+APP.add_typer(import_app, name="import")
+APP.add_typer(export_app, name="export")
 
 
 def apportion(*args: str) -> subprocess.CompletedProcess:
+    """The installed command in a fresh process (validate, solve)."""
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
+
+
+def cli(*args: str) -> SimpleNamespace:
+    """`apportion import ...` / `apportion export ...`."""
+    r = CliRunner().invoke(APP, list(args))
+    return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
 
 def problems_of(paths: list[Path]) -> list[str]:
@@ -75,7 +92,7 @@ def test_every_mapped_element_gives_its_plan_field(tmp_path):
 def test_the_imported_plan_passes_apportion_validate(tmp_path):
     d = write_ego(tmp_path / "ego", FULL)
     out = tmp_path / "plan.yaml"
-    r = apportion("import", "ego", str(d), "-o", str(out))
+    r = cli("import", "ego", str(d), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "wrote" in r.stderr and "note" in r.stderr and "50 percent" in r.stderr
     text = out.read_text()
@@ -91,7 +108,7 @@ def test_files_given_one_by_one_and_hosts_apart(tmp_path):
     hosts = write_ego(tmp_path / "cluster", {"all-hosts.yaml": HOSTS}) / "all-hosts.yaml"
     files = [d / "ConsumerTrees.xml", d / "ResourceGroups.xml", d / "MDPlan.xml"]
     assert import_ego(files, hosts=hosts).plan == FULL_PLAN
-    r = apportion("import", "ego", *map(str, files), "--hosts", str(hosts))
+    r = cli("import", "ego", *map(str, files), "--hosts", str(hosts))
     assert r.returncode == 0, r.stderr
     assert yaml.safe_load(r.stdout) == FULL_PLAN
 
@@ -130,7 +147,7 @@ def test_malformed_xml_names_the_file_and_line(tmp_path):
     assert len(problems) == 1
     assert problems[0].startswith(f"{d / 'ResourceGroups.xml'}:")
     assert ": XML: not well-formed: mismatched tag" in problems[0]
-    r = apportion("import", "ego", str(d))
+    r = cli("import", "ego", str(d))
     assert r.returncode == 2 and "not well-formed" in r.stderr and r.stdout == ""
 
 
@@ -144,7 +161,7 @@ def test_an_unknown_element_is_warned_and_the_rest_imported(tmp_path):
     assert [(n.line, n.field) for n in unknown] == [(4, "<Extra>"), (line_of(trees), "<Frobnicate>")]
     assert "unknown element in <DistributionPolicies>: not read" in unknown[1].reason
     assert "urn:other" in unknown[0].reason
-    r = apportion("import", "ego", str(d))
+    r = cli("import", "ego", str(d))
     assert r.returncode == 0 and "<Frobnicate>: unknown element" in r.stderr
 
 
@@ -165,7 +182,7 @@ def test_a_billion_laughs_document_is_refused_before_it_expands(tmp_path):
     assert problems[0].startswith(f"{d / 'ConsumerTrees.xml'}:3: <!ENTITY>: refused: the document declares the "
                                   "entity 'lol0'")
     assert "billion laughs" in problems[0]
-    r = apportion("import", "ego", str(d))
+    r = cli("import", "ego", str(d))
     assert r.returncode == 2 and "refused" in r.stderr
 
 
@@ -268,7 +285,7 @@ def test_apportion_solve_gives_the_shares_egos_documentation_gives(tmp_path):
     be A=6 slots and B=12 slots"; with all three, the quota is A=3, B=6, C=9."""
     d = write_ego(tmp_path / "ego", {"ResourceGroups.xml": SHARES_GROUPS, "ConsumerTrees.xml": shares_trees()})
     plan_file = tmp_path / "plan.yaml"
-    r = apportion("import", "ego", str(d), "-o", str(plan_file))
+    r = cli("import", "ego", str(d), "-o", str(plan_file))
     assert r.returncode == 0, r.stderr
     scenario = yaml.safe_load(plan_file.read_text())
     scenario["timeline"] = [
@@ -295,7 +312,7 @@ def test_export_writes_the_files_import_reads_back_to_the_same_plan(tmp_path):
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(yaml.safe_dump(import_ego([d]).plan, sort_keys=False))
     out = tmp_path / "exported"
-    r = apportion("export", "ego", str(plan_file), "-o", str(out))
+    r = cli("export", "ego", str(plan_file), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["ConsumerTrees.xml", "MDPlan.xml", "ResourceGroups.xml",
                                                      "hosts.yaml"]
@@ -323,14 +340,14 @@ def test_export_says_what_the_files_cannot_hold(tmp_path):
     write_files(result, tmp_path / "out")
     back = compile_plan(import_ego([tmp_path / "out"]).plan)
     assert back.consumer_map()["/A"].groups["RG"].owned == 2  # the rest still comes through
-    r = apportion("export", "ego", str(plan_file), "-o", str(tmp_path / "out2"))
+    r = cli("export", "ego", str(plan_file), "-o", str(tmp_path / "out2"))
     assert r.returncode == 0 and "not carried: max 6" in r.stderr
 
 
 def test_export_of_a_bad_plan_names_its_problems(tmp_path):
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text("consumers:\n  - {path: /A, onwed: 3}\n")
-    r = apportion("export", "ego", str(plan_file), "-o", str(tmp_path / "out"))
+    r = cli("export", "ego", str(plan_file), "-o", str(tmp_path / "out"))
     assert r.returncode == 2 and f"{plan_file}:2: consumers[0].onwed" in r.stderr
     assert not (tmp_path / "out").exists()
 
