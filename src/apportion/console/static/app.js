@@ -74,16 +74,17 @@ async function render() {
   if (refreshing) { again = true; return; }
   refreshing = true;
   const el = $("page");
+  const mine = current;
   try {
-    const html = await current.page.render(current.route);
-    if (current && current.el === el) {
+    const html = await mine.page.render(mine.route);
+    if (current === mine) {
       el.innerHTML = html;
       if (current.page.after) current.page.after(el, current.route);
       el.dataset.loaded = String(Date.now());
     }
   } catch (e) {
     if (e instanceof Refused) {
-      el.innerHTML = `<h1>${esc(current.page.title)}</h1><p class="refusal" data-refusal="${e.status}">Refused (${e.status}): ${esc(e.message)}</p>`;
+      el.innerHTML = `<h1>${esc(mine.page.title)}</h1><p class="refusal" data-refusal="${e.status}">Refused (${e.status}): ${esc(e.message)}</p>`;
       el.dataset.loaded = String(Date.now());
     } else {
       el.innerHTML = `<p class="refusal" data-error="1">Error: ${esc(e.message)}</p>`;

@@ -1,0 +1,209 @@
+"""The console on a master serving an EGO plan, in Debian's chromium, with real agents
+running real processes: each page shows what the API says, follows the master live (no
+reload), acts through the same API, and follows the token's scope."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.console.conftest import Console
+from tests.service.live import SLEEPER, start_agent, start_master, wait_until
+
+PLAN = """
+resource_groups:
+  - {name: all, select: "select(slots > 0)"}
+consumers:
+  - {path: /Apps, owned: 8, grace: 3}
+  - {path: /Apps/batch, grace: 3}
+  - {path: /Apps/web, grace: 3}
+  - {path: /Research, owned: 4, grace: 3, lend: true}
+"""
+SHOTS = Path(__file__).parents[2] / "docs" / "console"
+
+
+@pytest.fixture(scope="module")
+def ego(tmp_path_factory):
+    w = tmp_path_factory.mktemp("ego")
+    m = start_master(w / "m", PLAN)
+    agents = [start_agent(m, f"h{i}", w / f"h{i}", slots=4) for i in (1, 2, 3)]
+    try:
+        with m.http() as c:
+            wait_until(lambda: sum(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]) == 3, 30,
+                       "three hosts up")
+            tokens = {}
+            for path in ("/Apps", "/Research"):
+                r = c.post("/v1/tokens", json={"kind": "consumer", "consumer": path})
+                assert r.status_code == 201, r.text
+                tokens[path] = r.json()["token"]
+        yield m, tokens
+    finally:
+        for a in agents:
+            a.kill()
+        m.proc.kill()
+
+
+@pytest.fixture
+def admin(browser, ego):
+    con = Console(browser, ego[0], ego[0].token)
+    yield con
+    con.close()
+
+
+def _client(c, name: str, consumer: str) -> int:
+    return c.post("/v1/clients", json={"name": name, "consumer": consumer}).json()["id"]
+
+
+def _alloc(c, client: int, consumer: str, mx: int) -> int:
+    r = c.post("/v1/allocations", json={"client": client, "consumer": consumer, "max": mx})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def _shot(con: Console, name: str) -> None:
+    if os.environ.get("APPORTION_SCREENSHOTS") == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        con.page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def test_pages_show_the_apis_numbers_and_follow_it_live(admin, ego):
+    m, _ = ego
+    with m.http() as c:
+        cl = _client(c, "numbers", "/Apps/batch")
+        aid = _alloc(c, cl, "/Apps/batch", 3)
+        wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 3, 20, "3 granted")
+        act = c.post(f"/v1/allocations/{aid}/activities",
+                     json={"host": next(iter(c.get(f"/v1/allocations/{aid}").json()["hosts"])),
+                           "argv": [*SLEEPER[:2], "print('hello from the console test', flush=True)\n"
+                                    "import time\nwhile True: time.sleep(0.05)"]}).json()["id"]
+        wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20, "running")
+
+        def same(page: str, keys: tuple[str, ...], url: str) -> None:
+            def check() -> bool:
+                admin.go(page)
+                shown = admin.numbers()
+                api = c.get(url).json()
+                return all(shown.get(k) == str(api[k]) for k in keys) or (shown, api)
+            got = wait_until(lambda: check() is True, 15, f"{page} equal to {url}")
+            assert got
+
+        same("overview", ("up", "down", "closed", "used", "free", "slots", "allocations", "held", "demand",
+                          "shortfall", "reclaims"), "/v1/summary")
+        _shot(admin, "overview")
+        same("hosts", ("hosts", "up", "closed", "down", "used", "free"), "/v1/hostmap")
+        tiles = admin.page.eval_on_selector_all("[data-host]", "els => els.map(e => [e.dataset.host, e.dataset.used])")
+        assert tiles == [[h["name"], str(h["used"])] for h in c.get("/v1/hosts").json()["hosts"]]
+        _shot(admin, "hosts")
+
+        admin.go("consumers")
+        rows = admin.page.eval_on_selector_all("tr[data-consumer]", """els => els.map(e => [e.dataset.consumer,
+            e.dataset.group, Object.fromEntries([...e.querySelectorAll('[data-k]')].map(x => [x.dataset.k,
+            x.textContent.trim()]))])""")
+        api = c.get("/v1/consumers").json()["consumers"]
+        assert sorted((r[0], r[1]) for r in rows) == sorted((x["consumer"], x["group"]) for x in api)
+        for path, group, shown in rows:
+            x = next(x for x in api if x["consumer"] == path and x["group"] == group)
+            assert {k: shown[k] for k in ("owned", "deserved", "held", "borrowed", "lent", "demand", "shortfall")} \
+                == {k: str(x[k]) for k in ("owned", "deserved", "held", "borrowed", "lent", "demand", "shortfall")}
+        _shot(admin, "consumers")
+
+        admin.go(f"activity/{act}")
+        admin.until(lambda: "hello from the console test" in admin.text("[data-k=stdout]")
+                    or admin.go(f"activity/{act}") and False, "the output tail shown")
+        _shot(admin, "activity")
+
+        # live: the Overview follows a new allocation without a reload
+        admin.go("overview")
+        before = int(admin.numbers()["allocations"])
+        marker = admin.page.evaluate("() => { window.__same = 1; return 1; }")
+        aid2 = _alloc(c, cl, "/Apps/batch", 1)
+        admin.until(lambda: admin.numbers().get("allocations") == str(before + 1), "the Overview redrawn live")
+        assert admin.page.evaluate("() => window.__same") == marker, "the page was reloaded"
+        admin.go("events")
+        c.delete(f"/v1/allocations/{aid2}")
+        admin.until(lambda: admin.page.locator("#feed [data-event]").count() > 0, "an event in the live feed")
+        _shot(admin, "events")
+        admin.go("allocations")
+        assert admin.page.locator(f"tr[data-allocation='{aid}'] [data-k=held]").inner_text() == "3"
+        _shot(admin, "allocations")
+        admin.go("plan")
+        assert admin.text("[data-k=plan-text]") == c.get("/v1/plan").json()["text"].strip()
+        _shot(admin, "plan")
+        c.delete(f"/v1/allocations/{aid}")
+
+
+def test_closing_a_host_from_the_console(admin, ego):
+    m, _ = ego
+    admin.go("activities?host=h3")
+    assert admin.text("[data-k=host-state]") == "ok"
+    admin.page.click("button[data-path='/v1/hosts/h3/close']")
+    admin.page.click("#confirm-yes")
+    admin.until(lambda: admin.text("[data-k=host-state]") == "closed", "h3 shown closed")
+    with m.http() as c:
+        h3 = next(h for h in c.get("/v1/hosts").json()["hosts"] if h["name"] == "h3")
+        assert h3["closed"] is True and h3["state"] == "closed"
+    admin.go("hosts")
+    assert "closed" in admin.page.get_attribute("[data-host=h3]", "class")
+    admin.go("activities?host=h3")
+    admin.page.click("button[data-path='/v1/hosts/h3/open']")
+    admin.page.click("#confirm-yes")
+    admin.until(lambda: admin.text("[data-k=host-state]") == "ok", "h3 shown open again")
+
+
+def test_a_reclaim_shows_its_countdown_then_the_beneficiarys_grant(admin, ego):
+    m, _ = ego
+    with m.http() as c:
+        web = _client(c, "web", "/Apps/web")
+        big = _alloc(c, web, "/Apps/web", 12)
+        wait_until(lambda: c.get(f"/v1/allocations/{big}").json()["held"] == 12, 20, "web holds all 12")
+        for host, n in c.get(f"/v1/allocations/{big}").json()["hosts"].items():
+            for _ in range(n):
+                c.post(f"/v1/allocations/{big}/activities", json={"host": host, "argv": SLEEPER})
+        research = _client(c, "research", "/Research")
+        ask = _alloc(c, research, "/Research", 4)
+        admin.go(f"allocation/{big}")
+        admin.until(lambda: admin.page.locator("[data-reclaim] [data-deadline]").count() > 0
+                    or admin.go(f"allocation/{big}") and False, "the reclaim's countdown")
+        left = float(admin.page.get_attribute("[data-reclaim] [data-deadline]", "data-deadline"))
+        assert left == c.get(f"/v1/allocations/{big}").json()["reclaiming"][0]["deadline"]
+        _shot(admin, "reclaim")
+        admin.go(f"allocation/{ask}")
+        admin.until(lambda: admin.numbers().get("held") == "4", "the beneficiary's grant shown", timeout=30)
+        assert c.get(f"/v1/allocations/{ask}").json()["held"] == 4
+        c.delete(f"/v1/clients/{web}")
+        c.delete(f"/v1/clients/{research}")
+
+
+def test_a_consumer_token_sees_only_its_subtree(browser, ego):
+    m, tokens = ego
+    with m.http() as c:
+        mine = _client(c, "mine", "/Research")
+        theirs = _client(c, "theirs", "/Apps/batch")
+        a_mine, a_theirs = _alloc(c, mine, "/Research", 1), _alloc(c, theirs, "/Apps/batch", 1)
+        wait_until(lambda: c.get(f"/v1/allocations/{a_theirs}").json()["held"] == 1, 20, "granted")
+        host = next(iter(c.get(f"/v1/allocations/{a_theirs}").json()["hosts"]))
+        act = c.post(f"/v1/allocations/{a_theirs}/activities", json={"host": host, "argv": SLEEPER}).json()["id"]
+    con = Console(browser, m, tokens["/Research"])
+    try:
+        assert "Plan" not in con.text("#nav") and "Audit" not in con.text("#nav")
+        con.go("consumers")
+        shown = con.page.eval_on_selector_all("tr[data-consumer]", "els => els.map(e => e.dataset.consumer)")
+        assert shown and all(p == "/Research" or p.startswith("/Research/") for p in shown)
+        con.go("allocations")
+        ids = con.page.eval_on_selector_all("tr[data-allocation]", "els => els.map(e => +e.dataset.allocation)")
+        assert a_mine in ids and a_theirs not in ids
+        for url in (f"allocation/{a_theirs}", f"activity/{act}"):
+            con.go(url)
+            assert con.page.get_attribute("[data-refusal]", "data-refusal") == "403"
+            assert "Refused (403)" in con.text("[data-refusal]")
+        _shot(con, "refused")
+        con.go("hosts")  # the tiles of others' work are "other", never their consumer
+        owners = con.page.eval_on_selector_all(".legend span", "els => els.map(e => e.textContent)")
+        assert "/Apps/batch" not in owners
+    finally:
+        con.close()
+        with m.http() as c:
+            c.delete(f"/v1/clients/{mine}")
+            c.delete(f"/v1/clients/{theirs}")
