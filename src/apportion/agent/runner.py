@@ -47,6 +47,7 @@ DEFAULT_UNKILLABLE_TIMEOUT = 60.0  # as Slurm's UnkillableStepTimeout
 USAGE_EVERY = 1.0  # seconds between two reads of an activity's usage
 ALIEN_EVERY = 5.0  # seconds between two counts of alien processes
 KILL_AGAIN = 0.2  # seconds between two SIGKILLs to what is still there
+ADOPTED_EVERY = 0.5  # seconds between two looks at a leader adopted after a restart
 
 
 @dataclass
@@ -61,6 +62,7 @@ class _Live:
     killed_at: float | None = None  # the first SIGKILL
     last_kill: float = 0.0
     leader_status: tuple[str, int | None, int | None] | None = None  # the leader's end, once reaped
+    next_look: float = 0.0  # an adopted leader: when to look whether it still runs
 
 
 def mib(n: int | None) -> str:
@@ -248,6 +250,10 @@ class ProcessRunner:
         for aid, live in self.live.items():
             if live.proc is not None and not children_ended:
                 continue
+            if live.proc is None and live.kill_at is None:
+                if now < live.next_look:
+                    continue  # an adopted leader is looked at less often: psutil costs more than waitid
+                live.next_look = now + ADOPTED_EVERY
             if live.leader_status is None:
                 live.leader_status = self._leader_end(self.entries[aid], live)
                 if live.leader_status is not None and live.kill_at is None:

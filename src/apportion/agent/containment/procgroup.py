@@ -47,7 +47,7 @@ class ProcessGroup(Containment):
         if not force and now - self._scanned_at < SCAN_EVERY:
             return
         self._scanned_at = now
-        self.scan([b for b in boxes if isinstance(b, GroupBox)])
+        self.scan([b for b in boxes if isinstance(b, GroupBox) and b.owner is self])
 
     def scan(self, boxes: list[GroupBox]) -> None:
         stats: dict[int, Stat] = {}
