@@ -4,6 +4,7 @@ to the beneficiary only after the daemon is gone. The agent reports its containm
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from tests.agent.containment_helpers import cgroup_level, daemon_argv, gone, subtree_dirs
-from tests.service.live import events, reap, start_agent, start_master, wait_until
+from tests.service.live import SLEEPER, events, reap, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -90,3 +91,44 @@ def test_a_daemon_dies_on_kill_reclaim_and_release(tmp_path: Path) -> None:
         m.proc.kill()
     assert "agent stopped" in agent.output()
     assert subtree_dirs(agent_dir) == [], "the agent left its cgroup subtree behind"
+
+
+HOG = [sys.executable, "-c", "x = []\nwhile True: x.append(bytearray(1 << 20))"]
+FORK_LOOP = [sys.executable, "-c", "import os, time\nn = 1\nwhile True:\n try:\n  pid = os.fork()\n except OSError:\n"
+             "  print('stopped at', n, flush=True); break\n if pid == 0:\n  time.sleep(600)\n n += 1\ntime.sleep(600)"]
+
+
+def test_a_memory_hog_and_a_fork_loop_are_held_while_the_host_goes_on(tmp_path: Path) -> None:
+    cgroup_level(tmp_path / "probe").close()
+    m = start_master(tmp_path / "m", PLAN)
+    # 0.25 GB and 4 slots: an activity of one slot may use 64 MiB; 16 processes at most.
+    agent = start_agent(m, "h1", tmp_path / "h1", slots=4, extra=["--memory", "0.25", "--pids-limit", "16"])
+    try:
+        with m.http() as c:
+            wait_until(lambda: any(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]), 20, "h1 up")
+            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
+            alloc = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 4}).json()["id"]
+            wait_until(lambda: c.get(f"/v1/allocations/{alloc}").json()["held"] == 4, 20, "A granted 4")
+
+            def start(argv: list[str]) -> int:
+                return c.post(f"/v1/allocations/{alloc}/activities", json={"host": "h1", "argv": argv}).json()["id"]
+            neighbour = start(SLEEPER)
+            forks = start(FORK_LOOP)
+            hog = start(HOG)
+            end = wait_until(lambda: (x := c.get(f"/v1/activities/{hog}").json())["state"] not in ("starting", "running")
+                             and x, 30, "the hog ends")
+            assert (end["state"], end["oom"]) == ("killed", True), end
+            assert end["stop_reason"].startswith("out of memory: limit 64 MiB, peak "), end
+            assert end["limits"]["memory"] == 64 << 20 and end["usage"]["memory_peak"] > 32 << 20
+            held = wait_until(lambda: [x for x in c.get(f"/v1/activities/{forks}/output").json()["stdout"]
+                                       if x.startswith("stopped at")], 20, "the fork loop held")
+            assert held == ["stopped at 16"]
+            assert c.get(f"/v1/activities/{forks}").json()["limits"]["pids"] == 16
+            assert c.get(f"/v1/activities/{neighbour}").json()["state"] == "running"
+            host = c.get("/v1/hosts").json()["hosts"][0]
+            assert host["state"] == "ok" and host["containment"] in ("cgroup-v1", "cgroup-v2")
+            again = start([sys.executable, "-c", "print('still here')"])
+            wait_until(lambda: c.get(f"/v1/activities/{again}").json()["state"] == "exited", 20, "a start after")
+    finally:
+        agent.kill(15)
+        m.proc.kill()
