@@ -43,6 +43,7 @@ GB = 2**30  # hosts report memory in GB of 2^30 bytes (agent/facts.py), and DUCC
 CPU_WEIGHT_PER_SLOT = 100
 REASON_MAX = 1000  # the store's stop_reason and closed_reason columns
 ENDING = ("exited", "killed", "failed")  # what an agent reports of an activity that has ended
+LIMIT_KEYS = ("memory", "cpu_weight", "pids")  # the limits an activity's JSON always names
 
 
 def ego_limits(host: HostPub | None, slots: int, memory_per_slot: float | None) -> dict[str, int | None]:
@@ -88,10 +89,10 @@ def _absorb(a: ActivityPub, r: dict[str, Any]) -> None:
         a.user = r["user"]
     if r.get("uid") is not None:
         a.uid = r["uid"]
-    if r.get("limits") is not None:
-        a.limits = dict(r["limits"])
+    if r.get("limits") is not None:  # memory, cpu_weight, pids always (null: none); swap, cpu_max when given
+        a.limits = {k: v for k, v in r["limits"].items() if v is not None or k in LIMIT_KEYS}
     if r.get("usage") is not None:
-        a.usage = dict(r["usage"])
+        a.usage = {k: v for k, v in r["usage"].items() if v is not None}
     if r.get("oom"):
         a.oom = True
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from typing import Any
+
 from apportion.engine.decisions import Decisions
 from apportion.engine.ducc.types import DuccDecisions
 
@@ -23,6 +25,30 @@ class Metrics:
                               registry=r)
         self.shortfall = Gauge("apportion_consumer_shortfall_slots", "Held below the guarantee with demand unmet",
                                ["consumer", "group"], registry=r)
+        # what the activities running on each host use, summed from their agents' last reports
+        self.host_memory = Gauge("apportion_host_activity_memory_bytes",
+                                 "Memory in use by the activities running on the host", ["host"], registry=r)
+        self.host_cpu = Gauge("apportion_host_activity_cpu_seconds",
+                              "CPU seconds used so far by the activities running on the host", ["host"], registry=r)
+        self.host_activities = Gauge("apportion_host_activities", "Activities starting or running on the host",
+                                     ["host"], registry=r)
+        self.host_alien = Gauge("apportion_host_alien_processes",
+                                "Processes of non-system users on the host that belong to no activity", ["host"],
+                                registry=r)
+
+    def observe_hosts(self, m: Any) -> None:
+        """Per host, from the master's published state: what its live activities use (the sum of
+        their last usage reports) and its alien processes (hosts gone from the master are dropped)."""
+        for g in (self.host_memory, self.host_cpu, self.host_activities, self.host_alien):
+            g.clear()
+        for name, h in m.hosts.items():
+            live = m.live_on.get(name, {}).values()
+            usages = [a.usage for a in live if a.usage]
+            self.host_memory.labels(name).set(sum(u.get("memory") or 0 for u in usages))
+            self.host_cpu.labels(name).set(sum(u.get("cpu_seconds") or 0.0 for u in usages))
+            self.host_activities.labels(name).set(len(live))
+            if h.alien is not None:
+                self.host_alien.labels(name).set(h.alien)
 
     def observe(self, d: Decisions | DuccDecisions, seconds: float) -> None:
         self.cycle.observe(seconds)

@@ -46,6 +46,7 @@ async def metrics(request: Request, c: Caller = Depends(admin)) -> Response:
     for s in ("ok", "closed", "down"):
         mt.hosts.labels(s).set(states.get(s, 0))
     mt.agents_up.set(sum(1 for h in m.hosts.values() if h.state != "down"))
+    mt.observe_hosts(m)
     for path, line in (report.consumers.items() if report is not None else ()):
         for g, gl in line.groups.items():
             mt.held.labels(path, g).set(gl.held)
