@@ -25,6 +25,7 @@ app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(server_app, name="server")
 app.command(name="agent")(agent_command)
+app.command(name="run")(__import__("apportion.cli.run", fromlist=["run"]).run)  # run a command on a share
 from apportion.cli.simulate import simulate_app, sweep_command  # noqa: E402
 
 app.add_typer(simulate_app, name="simulate")
