@@ -1,6 +1,7 @@
 """A double-forked setsid daemon dies with its activity on a kill, on a reclaim and on a release, with
-a real master, a real agent (in its cgroups, as root) and real processes; each time the slot goes
-to the beneficiary only after the daemon is gone. The agent reports its containment level."""
+a real master, a real agent (in its cgroups, as root, and with process tracking alone) and real
+processes; each time the slot goes to the beneficiary only after the daemon is gone. The agent
+reports its containment level. A memory hog is OOM-killed and a fork loop held, the host going on."""
 
 from __future__ import annotations
 
@@ -47,16 +48,17 @@ def _granted(c: httpx.Client, client: int, n: int) -> dict:
                       20, f"grant {n} of client {client}")
 
 
-def test_a_daemon_dies_on_kill_reclaim_and_release(tmp_path: Path) -> None:
+@pytest.mark.parametrize("containment", ["auto", "process-group"])
+def test_a_daemon_dies_on_kill_reclaim_and_release(tmp_path: Path, containment: str) -> None:
     cgroup_level(tmp_path / "probe").close()  # skips without root and a writable cgroup
     m = start_master(tmp_path / "m", PLAN)
     agent_dir = tmp_path / "h1"
-    agent = start_agent(m, "h1", agent_dir, slots=2, extra=["--unkillable-timeout", "5"])
+    agent = start_agent(m, "h1", agent_dir, slots=2, extra=["--unkillable-timeout", "5", "--containment", containment])
     try:
         with m.http() as c:
             host = wait_until(lambda: next((h for h in c.get("/v1/hosts").json()["hosts"] if h["state"] == "ok"),
                                            None), 20, "h1 up")
-            assert host["containment"] in ("cgroup-v1", "cgroup-v2")
+            assert host["containment"] in (("cgroup-v1", "cgroup-v2") if containment == "auto" else (containment,))
             a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
             b = c.post("/v1/clients", json={"name": "appB", "consumer": "/B"}).json()["id"]
             alloc_a = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 2}).json()["id"]
