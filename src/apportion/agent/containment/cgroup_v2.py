@@ -104,7 +104,9 @@ class CgroupV2(Containment):
             return  # activities still run in it
         if self.moved_self:
             try:
-                write(self.own / "cgroup.subtree_control", " ".join(f"-{c}" for c in self.controllers))
+                off = " ".join(f"-{c}" for c in self.controllers)
+                write(self.root / "cgroup.subtree_control", off)  # below first: a parent's may go only then
+                write(self.own / "cgroup.subtree_control", off)
                 write(self.own / "cgroup.procs", str(os.getpid()))
                 (self.root / "agent").rmdir()
                 self.moved_self = False
