@@ -274,5 +274,27 @@ def test_a_ducc_process_runs_as_its_users_account_within_its_share(tmp_path: Pat
         assert starts["ann"]["user"] == "ann_os" and starts["ann"]["limits"]["memory"] == 2 * GB
         assert starts["bob"]["user"] == "nobody" and starts["bob"]["limits"] == \
             {"memory": GB, "swap": 0, "cpu_weight": 100}
+        for cmd in starts.values():  # they end; their jobs are done with them
+            _beat(c, [{"id": cmd["activity"], "state": "exited", "exit_code": 0}])
+
+        # a job whose processes the agent refuses fails after three, saying why; a service at once
+        refusal = "user zed refused on h1: no such user"
+
+        def refuse(kind: str, jid: int) -> dict[str, Any]:
+            def step() -> Any:
+                for x in _beat(c, []):
+                    if x["op"] == "start" and x["env"].get("APPORTION_JOB") == str(jid):
+                        _beat(c, [{"id": x["activity"], "state": "failed", "reason": refusal}])
+                j = c.get(f"/v1/{kind}s/{jid}").json()
+                return j["state"] == "failed" and j
+            return wait_until(step, 20, f"{kind} {jid} failed")
+
+        jid = c.post("/v1/jobs", json={"user": "zed", "memory": 1, "threads": 1, "work": [1],
+                                       "argv": ["true"]}).json()["id"]
+        j = refuse("job", jid)
+        assert j["reason"] == f"3 processes ended before they initialised (last: {refusal})", j
+        sid = c.post("/v1/services", json={"user": "zed", "memory": 1, "argv": ["true"]}).json()["id"]
+        svc = refuse("service", sid)
+        assert svc["reason"] == f"its process could not start on h1: {refusal}", svc
     finally:
         m.proc.kill()

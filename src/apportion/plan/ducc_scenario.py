@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -38,7 +39,7 @@ from apportion.plan.errors import KeyPath, PlanError, Positions, Problem, Report
 from apportion.plan.hostnames import expand_hosts
 from apportion.plan.hosts import new_host_names
 from apportion.plan.positions import Document, compile_document, load_document
-from apportion.plan.schema import Checked, RequestId, kind_of, show, validate_item
+from apportion.plan.schema import Checked, RequestId, kind_of, show, user_name_problem, validate_item
 from apportion.scenario.ducc_model import (
     DEFAULT_HORIZON,
     DEFAULT_THREADS,
@@ -153,6 +154,32 @@ def is_ducc_scenario(data: Any) -> bool:
     return isinstance(data, Mapping) and "ducc" in data and not any(k in data for k in EGO_SECTIONS)
 
 
+_DUCC_USER = re.compile(r"[A-Za-z0-9_.@:+-]{1,200}\Z")  # as the API takes a job's user
+
+
+def ducc_accounts(raw: Any) -> tuple[dict[str, str], list[tuple[KeyPath, str]]]:
+    """``ducc.accounts``: DUCC user (or ``"*"``, every other user) -> the OS account its
+    processes run as, and the problems found, each (path below ``accounts``, reason). Only
+    a live master uses it; a scenario may carry it, checked the same."""
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, [((), f"must be a mapping of DUCC user names (or \"*\") to OS user names (got {kind_of(raw)})")]
+    out: dict[str, str] = {}
+    problems: list[tuple[KeyPath, str]] = []
+    for user, account in raw.items():
+        if not isinstance(user, str) or not (user == "*" or _DUCC_USER.match(user)):
+            problems.append(((str(user),), "a key is a DUCC user name (letters, digits, _.@:+-) or \"*\" for "
+                             "every other user"))
+            continue
+        problem = user_name_problem(account)
+        if problem is not None:
+            problems.append(((user,), problem))
+            continue
+        out[user] = account
+    return out, problems
+
+
 
 class _Compiler:
     def __init__(self, source: str, positions: Positions | None, base: Path, require_memory: bool = True) -> None:
@@ -220,6 +247,10 @@ class _Compiler:
         if not isinstance(raw, Mapping):
             self.add(at, f"must be a mapping (classes, nodes, users, properties; got {kind_of(raw)})")
             return None
+        if "accounts" in raw:  # who runs as whom on a live master (service/ducc/plan.py)
+            for loc, reason in ducc_accounts(raw["accounts"])[1]:
+                self.add(at + ("accounts", *loc), reason)
+            raw = {k: v for k, v in raw.items() if k != "accounts"}
         if "nodepools" in raw:
             hosts: dict[str, Any] = {n: self.memory.get(n) for n in self.host_names}
             try:

@@ -11,7 +11,6 @@ read again on ``reconfigure`` (as DUCC's ``rm_reconfigure`` reads its files agai
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +20,11 @@ import yaml
 
 from apportion.engine.ducc.config import DuccConfig
 from apportion.plan import PlanError, Problem
-from apportion.plan.ducc_scenario import compile_ducc_scenario, is_ducc_scenario
+from apportion.plan.ducc_scenario import compile_ducc_scenario, ducc_accounts, is_ducc_scenario
 from apportion.plan.positions import parse_yaml
-from apportion.plan.schema import user_name_problem
 
 LIVE_KEYS = ("ducc",)
 _FILE_KEYS = ("directory", "classes", "users")
-_DUCC_USER = re.compile(r"[A-Za-z0-9_.@:+-]{1,200}\Z")  # as the API takes a job's user
 
 
 def is_ducc_plan(data: Any) -> bool:
@@ -79,31 +76,6 @@ class LiveDucc:
         return self.accounts.get(user) or self.accounts.get("*") or user
 
 
-def _accounts(raw: Any, source: str, positions: Mapping[Any, int]) -> tuple[dict[str, str], list[Problem]]:
-    """``ducc.accounts`` checked: a mapping of DUCC user names (or ``*``) to OS user names."""
-    at = ("ducc", "accounts")
-    if raw is None:
-        return {}, []
-    if not isinstance(raw, Mapping):
-        return {}, [Problem(source, positions.get(at), "ducc.accounts",
-                            "must be a mapping of DUCC user names (or \"*\") to OS user names")]
-    out: dict[str, str] = {}
-    problems = []
-    for user, account in raw.items():
-        where = f"ducc.accounts.{user}"
-        line = positions.get((*at, user)) or positions.get(at)
-        if not isinstance(user, str) or not (user == "*" or _DUCC_USER.match(user)):
-            problems.append(Problem(source, line, where, "a key is a DUCC user name (letters, digits, _.@:+-) "
-                                    "or \"*\" for every other user"))
-            continue
-        problem = user_name_problem(account)
-        if problem is not None:
-            problems.append(Problem(source, line, where, problem))
-            continue
-        out[user] = account
-    return out, problems
-
-
 def compile_ducc_plan(text: str, source: str = "<plan>", memory: Mapping[str, float] | None = None) -> DuccConfig:
     """The DUCC configuration of a live DUCC plan; ``PlanError`` names every problem with
     its line. ``memory``: the reported hosts' memory (GB), added to the configuration's hosts."""
@@ -124,19 +96,9 @@ def compile_ducc_live(text: str, source: str = "<plan>", memory: Mapping[str, fl
         raise PlanError([Problem(source, line, str(extra[0]),
                                  "a live DUCC plan has only a ducc: section (hosts come from the agents; "
                                  "work comes with apportion job submit, not a timeline)")])
-    section = data["ducc"]
-    accounts: dict[str, str] = {}
-    if isinstance(section, Mapping) and "accounts" in section:
-        accounts, problems = _accounts(section["accounts"], source, doc.positions)
-        section = {k: v for k, v in section.items() if k != "accounts"}
-    else:
-        problems = []
     hosts = [{"name": h, "memory": float(m)} for h, m in sorted((memory or {}).items())]
-    try:
-        sc = compile_ducc_scenario({"ducc": section, "hosts": hosts}, source, doc.positions,
-                                   base=Path.cwd(), require_memory=False)
-    except PlanError as e:
-        raise PlanError(problems + list(e.problems)) from None
-    if problems:
-        raise PlanError(problems)
+    sc = compile_ducc_scenario({"ducc": data["ducc"], "hosts": hosts}, source, doc.positions,
+                               base=Path.cwd(), require_memory=False)  # ducc.accounts checked there
+    section = data["ducc"]
+    accounts = ducc_accounts(section.get("accounts"))[0] if isinstance(section, Mapping) else {}
     return LiveDucc(sc.config, accounts)
