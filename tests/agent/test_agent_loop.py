@@ -91,3 +91,21 @@ def test_register_names_the_containment_and_heartbeats_count_aliens(tmp_path) ->
     run_for(Agent("h", HostFacts(1, 1.0, "Linux"), LightRunner(), light, watch=False), 0.3)  # type: ignore[arg-type]
     assert "containment" not in light.calls[0][1]
     assert all("host" not in body for path, body in light.calls if path.endswith("/heartbeat"))
+
+
+def test_a_command_that_fails_does_not_keep_the_others_from_being_done(tmp_path) -> None:  # noqa: ANN001
+    import sys
+
+    from apportion.agent.runner import ProcessRunner
+
+    link = StubLink([{"op": "stop", "activity": 5, "kill_grace": "soon"},  # float() refuses it
+                     {"op": "start", "activity": 1, "argv": "not a list"},
+                     {"op": "start", "activity": 2, "argv": [sys.executable, "-c", "pass"]}])
+    runner = ProcessRunner(tmp_path / "w", containment="process-group")
+    try:
+        run_for(Agent("h", HostFacts(1, 1.0, "Linux"), runner, link, watch=False), 0.3)  # type: ignore[arg-type]
+        got = {r["id"]: r for r in runner.reports({})[0]}
+    finally:
+        runner.close(kill=True)
+    assert got[1]["state"] == "failed" and got[1]["reason"].startswith("a start it cannot read: argv")
+    assert got[2]["state"] in ("running", "exited") and 5 not in got

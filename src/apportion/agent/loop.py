@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from apportion.agent.facts import HostFacts
 from apportion.agent.link import MasterLink, MasterUnreachable, Refused, Unregistered
@@ -128,20 +129,26 @@ class Agent:
             except (KeyError, TypeError, ValueError):
                 log.warning("%s: a %r command without an activity id", self.name, op)
                 continue
-            if op == "start":
-                try:
-                    cmd = Start.from_json(c)
-                except (KeyError, TypeError, ValueError) as e:
-                    self.runner.fail(activity, f"apportion agent: a start it cannot read: {e}")
-                else:
-                    self.runner.start(cmd, self.name)
-            elif op == "stop":
-                self.runner.stop(activity, float(c.get("kill_grace", self.kill_grace)))
-            elif op == "forget":
-                self.runner.forget(activity)
-                self.sent.pop(activity, None)
+            try:
+                self._apply_one(op, activity, c)
+            except Exception:  # noqa: BLE001 - one command's trouble must not keep the others from being done
+                log.exception("%s: the %r command for activity %d failed", self.name, op, activity)
+
+    def _apply_one(self, op: Any, activity: int, c: Json) -> None:
+        if op == "start":
+            try:
+                cmd = Start.from_json(c)
+            except (KeyError, TypeError, ValueError) as e:
+                self.runner.fail(activity, f"a start it cannot read: {e}")
             else:
-                log.warning("%s: unknown command %r", self.name, op)
+                self.runner.start(cmd, self.name)
+        elif op == "stop":
+            self.runner.stop(activity, float(c.get("kill_grace", self.kill_grace)))
+        elif op == "forget":
+            self.runner.forget(activity)
+            self.sent.pop(activity, None)
+        else:
+            log.warning("%s: unknown command %r", self.name, op)
 
     def _take_interval(self, answer: Json) -> None:
         if self.fixed_heartbeat is None and isinstance(answer.get("heartbeat"), (int, float)):

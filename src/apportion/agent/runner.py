@@ -177,8 +177,11 @@ class ProcessRunner:
             state="running", box=f"{self.containment.level}/{box.key}", user=run_as.name, uid=run_as.uid,
             limits=box.applied(), usage=None)
         self.live[cmd.activity] = _Live(proc=proc, box=box)
-        self._save()
         log.info("activity %d: started pid %d as %s", cmd.activity, proc.pid, run_as.name)
+        try:
+            self._save()
+        except OSError as e:  # it runs all the same: the next change saves it
+            log.warning("activity %d: the state file could not be written: %s", cmd.activity, e)
 
     def fail(self, activity: int, message: str) -> None:
         if activity not in self.entries:
@@ -194,8 +197,11 @@ class ProcessRunner:
             pass  # the reason goes to the master all the same
         reason = reason[:1000]  # what the master keeps of it
         self.entries[activity] = Entry(allocation=None, pid=0, create_time=0.0, state="failed", reason=reason)
-        self._save()
         log.warning("activity %d: failed: %s", activity, reason)
+        try:
+            self._save()
+        except OSError as e:
+            log.warning("activity %d: the state file could not be written: %s", activity, e)
 
     def stop(self, activity: int, kill_grace: float) -> None:
         e = self.entries.get(activity)
