@@ -152,7 +152,7 @@ class ProcessRunner:
     def _start(self, cmd: Start, host: str) -> None:
         run_as = users.resolve(cmd.user, self.policy, host)
         adir = self.activity_dir(cmd.activity)
-        adir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        adir.parent.mkdir(mode=0o711, parents=True, exist_ok=True)  # users pass through to their own only
         users.prepare_dir(adir, run_as)
         limits = Limits(memory=cmd.limits.memory, swap=cmd.limits.swap, cpu_weight=cmd.limits.cpu_weight,
                         cpu_cap=None if self.cpu_cap is None else self.cpu_cap * cmd.slots, pids=self.pids_limit)
