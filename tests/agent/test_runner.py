@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from apportion.agent import statefile
 from apportion.agent.groups import is_alive, process_create_time
@@ -224,3 +227,29 @@ def test_output_waits_for_the_next_heartbeat_beyond_the_budget(runner: ProcessRu
     assert "stdout" in first[0] and "stdout" not in first[1]
     second, _ = runner.reports(marks)
     assert "stdout" not in second[0] and second[1]["stdout"] == ["x" * 50]
+
+
+_entries = st.builds(
+    statefile.Entry, allocation=st.none() | st.integers(1, 10**9), pid=st.integers(0, 2**22),
+    create_time=st.floats(0, 2e9, allow_nan=False), state=st.sampled_from(["running", "exited", "killed", "failed"]),
+    exit_code=st.none() | st.integers(-255, 255), signal=st.none() | st.integers(1, 64),
+    reason=st.none() | st.text(max_size=50), box=st.none() | st.sampled_from(["cgroup-v1/a1", "process-group/x:1"]),
+    user=st.none() | st.sampled_from(["nobody", "alice"]), uid=st.none() | st.integers(0, 2**32 - 1),
+    limits=st.none() | st.fixed_dictionaries({"memory": st.none() | st.integers(0, 2**40),
+                                             "cpu_weight": st.none() | st.integers(1, 10000),
+                                             "pids": st.none() | st.integers(1, 4096)}),
+    usage=st.none() | st.fixed_dictionaries({"cpu_seconds": st.floats(0, 1e6, allow_nan=False),
+                                            "memory": st.integers(0, 2**40), "memory_peak": st.integers(0, 2**40)}),
+    oom=st.booleans(), unkillable=st.booleans())
+
+
+@settings(max_examples=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.dictionaries(st.integers(1, 10**6), _entries, max_size=5))
+def test_the_state_file_keeps_every_field_and_ignores_a_newer_agents(tmp_path: Path, entries: dict) -> None:
+    statefile.save(tmp_path, entries)
+    assert statefile.load(tmp_path) == entries
+    raw = json.loads((tmp_path / statefile.STATE_FILE).read_text())
+    for v in raw["activities"].values():
+        v["from_a_newer_agent"] = 1
+    (tmp_path / statefile.STATE_FILE).write_text(json.dumps(raw))
+    assert statefile.load(tmp_path) == entries
