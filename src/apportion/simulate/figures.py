@@ -129,6 +129,7 @@ class Recorder:
         self.jobs = 0
         self.unrunnable: dict[str, int] = {}
         self.samples = 0
+        self._deserving: list[str] = []  # leaves the last sample gave something
 
     def _consumer(self, path: str) -> _Consumer:
         c = self.c.get(path)
@@ -176,6 +177,15 @@ class Recorder:
         if requeued:
             c.queued += slots
 
+    def set_state(self, path: str, t: float, held: int, queued: int) -> None:
+        """What ``path`` holds and whether it waits, from ``t`` on (elastic work, DUCC)."""
+        c = self._consumer(path)
+        if held != c.held:
+            self._held(c, t, held - c.held)
+        if queued != c.queued:
+            c.advance(t)
+            c.queued = queued
+
     def finish(self, path: str, submit: float, run: float, slots: int, finished: float) -> None:
         c = self._consumer(path)
         turn = finished - submit
@@ -199,13 +209,23 @@ class Recorder:
     def deserved(self, t: float, by_leaf: dict[str, int]) -> None:
         """A sample of what each leaf deserves from ``t`` on (leaves not named: 0)."""
         self.samples += 1
-        for path, c in self.c.items():
-            d = by_leaf.get(path, 0)
+        cs = self.c
+        for path, d in by_leaf.items():
+            c = cs.get(path)
+            if c is None:
+                c = self._consumer(path)
             if d != c.deserved:
                 c.advance(t)
                 c.deserved = d
                 c.des_series.append(t)
                 c.des_series.append(d)
+        for path in [p for p in self._deserving if p not in by_leaf]:
+            c = cs[path]
+            c.advance(t)
+            c.deserved = 0
+            c.des_series.append(t)
+            c.des_series.append(0)
+        self._deserving = [p for p, d in by_leaf.items() if d]
 
     # --- the figures -----------------------------------------------------------
     def result(self) -> dict[str, Any]:

@@ -18,8 +18,10 @@ happens to a job (docs/simulate.md, "The model"):
 
 Cycles run on the master's tick (``tick``, the service's ``Settings.tick``): at the
 first tick at or after something changed (an arrival, an end, a reclaim deadline),
-and at the next tick after a cycle that decided anything, as the master's timer
-would; never when nothing changed. Events between two ticks are applied together,
+and at the next tick after a cycle that reclaimed, called off a reclaim, removed or
+moved slots between sources (the master's timer would run it; the engine may act on
+its own books there); never when nothing changed. A cycle that only granted has
+served everything it could, so the one after it would decide nothing. Events between two ticks are applied together,
 in time order, before the cycle. The cost of a cycle therefore follows the events,
 and this loop does no work over all jobs or hosts: jobs in flight are in two heaps
 (ends, deadlines) and a dict; figures are running integrals (``figures.Recorder``).
@@ -39,7 +41,7 @@ from apportion.traces.record import TraceJob
 
 DEFAULT_TICK = 1.0  # seconds: apportion.service.master.Settings.tick
 DEFAULT_SAMPLE = 60.0  # seconds of simulated time between samples of what consumers deserve
-SAMPLE_BUDGET = 20_000  # after this many samples the interval doubles (and again after as many more)
+SAMPLE_BUDGET = 5_000  # after this many samples the interval doubles (and again after as many more)
 
 
 Resolver = Callable[[TraceJob], tuple[str, "float | None"]]
@@ -270,10 +272,14 @@ class Replay:
                 self._evict(j, t)
 
     def _sample(self, t: float) -> None:
-        by_leaf: dict[str, int] = {}
-        for per_leaf in self.engine.deserved().values():
-            for leaf, n in per_leaf.items():
-                by_leaf[leaf] = by_leaf.get(leaf, 0) + n
+        groups = list(self.engine.deserved().values())
+        if len(groups) == 1:
+            by_leaf = groups[0]  # read only
+        else:
+            by_leaf = {}
+            for per_leaf in groups:
+                for leaf, n in per_leaf.items():
+                    by_leaf[leaf] = by_leaf.get(leaf, 0) + n
         self.rec.deserved(t, by_leaf)
         self._samples_left -= 1
         if self._samples_left <= 0:
@@ -320,7 +326,9 @@ class Replay:
             self.now = t
             d = engine.cycle(t)
             self.cycles += 1
-            again = bool(d)
+            # a cycle that only granted has served all it could: the next one, with
+            # nothing changed, would decide nothing (0 of 17,801 such on NASA iPSC)
+            again = bool(d.reclaims or d.cancelled or d.removals or d.lost or d.retagged)
             if d.grants or d.reclaims or d.cancelled or d.removals or d.lost:
                 self._decided(d, t)
             if t >= self._next_sample:

@@ -53,10 +53,12 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
              map_path: str | os.PathLike[str] | None = None, *, kind: str | None = None, skip_bad: int = 0,
              tick: float | None = None, host_slots: int | None = None, sample: float = DEFAULT_SAMPLE,
              plan_data: dict[str, Any] | None = None, series_points: int = 400,
-             on_progress: Callable[[Progress], None] | None = None, trace: Trace | None = None) -> SimRun:
+             on_progress: Callable[[Progress], None] | None = None, trace: Trace | None = None,
+             on_replay: Callable[[Replay], None] | None = None) -> SimRun:
     """Replay ``trace_path`` under the plan at ``plan_path`` (or ``plan_data``, that
     plan's data changed, for sweeps). PlanError, BadLine and SimulationError are the
-    user's mistakes and say where."""
+    user's mistakes and say where. ``on_replay`` sees the EGO replay before it runs
+    (the bench times its cycles)."""
     from apportion.plan.positions import load_document
 
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -73,6 +75,8 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
         plan, _ = load_sim_plan(plan_path, tr.info, host_slots, data=plan_data)
         r = Replay(plan, iter_jobs(tr.jobs()), _resolver(plan, map_path), tick=tick or DEFAULT_TICK,
                    sample=sample, on_progress=on_progress)
+        if on_replay is not None:
+            on_replay(r)
         r.run()
         run = SimRun(r.result(), r.rec.series(series_points))
         run.result["arrived"] = r.arrived
