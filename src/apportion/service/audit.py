@@ -98,7 +98,7 @@ def wrap(op: Callable[[Any, float], Any]) -> Callable[[Any, float], Any]:
             or getattr(op, "read_only", False):
         return op
     state["audited"] = True
-    from apportion.service.master import ApiError
+    from apportion.service.refusal import ApiError
 
     def run(batch: Any, now: float) -> Any:
         try:
@@ -121,8 +121,12 @@ def insert_rows(c: Connection, counters: Any, rows: list[dict[str, Any]]) -> Non
 
 
 def write(engine: Engine, counters: Any, rows: list[dict[str, Any]]) -> None:
-    with engine.begin() as c:
-        insert_rows(c, counters, rows)
+    from apportion.service.store.db import retry_locked
+
+    def once() -> None:
+        with engine.begin() as c:
+            insert_rows(c, counters, rows)
+    retry_locked(once)
 
 
 def read(engine: Engine, since: float | None, consumer: str | None, kind: str | None, after: int | None,

@@ -28,6 +28,7 @@ from apportion.plan import PlanError, Problem, parse_requirement
 from apportion.service import execution, liveplan
 from apportion.service import quotas
 from apportion.service.hostfaults import StartFailures
+from apportion.service.refusal import ApiError  # here too: `from apportion.service.master import ApiError`
 from apportion.service.published import (
     ActivityPub,
     AllocationPub,
@@ -39,18 +40,6 @@ from apportion.service.store.writer import Batch, Snapshot, StoreWriter
 
 log = logging.getLogger("apportion.master")
 RECENT_EVENTS = 500  # per client, kept in memory (up to twice that); older ones are read from the store
-
-
-class ApiError(Exception):
-    """A refused operation: nothing was changed. A 422's detail is "field: reason", or a
-    list of plan problems; the API answers it in FastAPI's shape for validation errors,
-    with the field in ``loc`` (api/errors.py)."""
-
-    def __init__(self, status: int, detail: Any, where: str = "body") -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.where = where
 
 
 @dataclass(slots=True)

@@ -16,10 +16,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from apportion.service.master import Master
+from apportion.service.refusal import ApiError
+
+
+class Master(Protocol):
+    """What the checks read of the master (``service.master.Master`` is one); named here so that
+    this module, which the master imports, need not import it back."""
+
+    @property
+    def parsed(self) -> Any: ...
+
+    @property
+    def clients(self) -> Mapping[int, Any]: ...
+
+    @property
+    def allocations(self) -> Mapping[int, Any]: ...
+
+    @property
+    def live_on(self) -> Mapping[Any, Mapping[Any, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +88,6 @@ def _under(consumer: str, root: str) -> bool:
 
 
 def _refuse(root: str, what: str, limit: int, count: int) -> None:
-    from apportion.service.master import ApiError
-
     raise ApiError(429, f"quota: {root} may have {limit} {what} (quota.{what}); it has {count}")
 
 
