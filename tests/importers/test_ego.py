@@ -395,3 +395,14 @@ def test_a_consumer_outside_the_hierarchy_and_values_that_disagree(tmp_path):
     said = [n for n in result.notes if "share_ratio 4 here, 7 at" in n.reason]
     assert len(said) == 2 and said[0].file.endswith("MDPlan.xml")  # GPUHosts and NoMgmt
     assert f"ConsumerTrees.xml:{line_of(trees2)}; MDPlan.xml value is kept" in said[0].reason
+
+
+def test_several_trees_in_mdplan_and_a_bad_hosts_file(tmp_path):
+    tree = FULL["MDPlan.xml"].split("\n", 1)[1]  # without the XML declaration
+    wrapped = f"<MDPlan>\n{tree}<Other/>\n</MDPlan>\n"
+    d = write_ego(tmp_path / "ego", {**FULL, "MDPlan.xml": wrapped})
+    result = import_ego([d])
+    assert result.plan == FULL_PLAN
+    assert any(n.field == "<Other>" and "unknown element in <MDPlan>" in n.reason for n in result.notes)
+    bad = write_ego(tmp_path / "ego2", {**FULL, "hosts.yaml": "hosts:\n  - {name: c1, slots: -4}\n"})
+    assert any(p.startswith(f"{bad / 'hosts.yaml'}:2: hosts[0].slots") for p in problems_of([bad]))

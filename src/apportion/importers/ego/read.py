@@ -211,15 +211,14 @@ class _Reader:
             self.read_resource_groups(groups_root)
         if trees_root is not None:
             self.read_consumer_trees(trees_root)
-        if md_root is not None:
-            trees = [md_root] if md_root.name == "DistributionTree" else []
-            for child in md_root.children if md_root.name != "DistributionTree" else ():
+        if md_root is not None and md_root.name == "DistributionTree":
+            self.read_distribution_tree(md_root, md=True)
+        elif md_root is not None:  # several trees in one root element
+            for child in md_root:
                 if child.name == "DistributionTree":
-                    trees.append(child)
+                    self.read_distribution_tree(child, md=True)
                 else:
                     self.unknown(child, md_root)
-            for tree in trees:
-                self.read_distribution_tree(tree, md=True)
         if self.problems:
             raise PlanError(self.problems)
         mapping, origins = self.build()
@@ -234,12 +233,13 @@ class _Reader:
         path = self.files.get("hosts")
         if path is None:
             return
-        from apportion.plan import load_plan
+        from apportion.plan.compile import plan_of
+        from apportion.plan.hostnames import expand_hosts
         from apportion.plan.positions import load_document
 
         try:
-            load_plan(path)  # every problem with its line, as for any plan file
             document = load_document(path)
+            plan_of(document)  # every problem with its line, as for any plan file
         except PlanError as e:
             self.problems.extend(e.problems)
             return
@@ -247,8 +247,6 @@ class _Reader:
             self.problems.append(Problem(str(path), None, "file", f"cannot read it: {e.strerror or e}"))
             return
         data = document.data if isinstance(document.data, dict) else {}
-        from apportion.plan.hostnames import expand_hosts
-
         for raw in data.get("hosts") or []:
             for name in expand_hosts(str(raw["name"])):
                 self.hosts[name] = {**raw, "name": name}
