@@ -29,7 +29,7 @@ from apportion.engine.ducc.config import Policy
 from apportion.plan.positions import load_document
 from apportion.scenario.ducc_model import DuccScenario, DuccStep, JobSpec
 from apportion.scenario.ducc_runner import DuccRunner, machine_orders
-from apportion.simulate.figures import Recorder
+from apportion.simulate.figures import Recorder, SimRun
 from apportion.simulate.replay import Progress, SimulationError
 from apportion.traces.record import Trace, TraceJob
 
@@ -76,8 +76,6 @@ def ducc_simulate(plan_path: str | os.PathLike[str], trace: Trace, map_path: str
                   data: dict[str, Any] | None = None, tick: float | None = None,
                   on_progress: Callable[[Progress], None] | None = None, series_points: int = 400,
                   init_seconds: float = DEFAULT_INIT_SECONDS):
-    from apportion.simulate.run import SimRun
-
     sc = _scenario(plan_path, data)
     steps, tjobs = _specs(trace, sc, init_seconds)
     if map_path is not None:

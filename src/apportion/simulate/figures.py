@@ -16,7 +16,16 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
+
+
+@dataclass
+class SimRun:
+    """A finished simulation: its figures (the JSON contract) and the series behind the plots."""
+
+    result: dict[str, Any]
+    series: dict[str, Any] = field(default_factory=dict)
 
 BSLD_BOUND = 10.0  # seconds: bounded slowdown's floor on the run time
 SERIES_POINTS = 400  # points per series in the result (time-weighted means over bins)

@@ -11,20 +11,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from apportion.simulate.figures import SimRun  # here too: `from apportion.simulate.run import SimRun`
 from apportion.simulate.replay import DEFAULT_SAMPLE, DEFAULT_TICK, Progress, Replay, SimulationError, \
     iter_jobs, one_consumer
 from apportion.traces.record import Trace
-
-
-@dataclass
-class SimRun:
-    """A finished simulation: its figures (the JSON contract) and the series behind the plots."""
-
-    result: dict[str, Any]
-    series: dict[str, Any] = field(default_factory=dict)
 
 
 def open_any(path: str | os.PathLike[str], kind: str | None = None, skip_bad: int = 0) -> Trace:
