@@ -113,7 +113,7 @@ def _print_notes(err: Console, notes: list) -> None:  # noqa: ANN001 - Problem l
 
 @import_app.command("ego")
 def ego(
-    paths: list[Path] = typer.Argument(..., metavar="DIR|FILES...", help="A directory holding ConsumerTrees.xml, "
+    paths: list[Path] = typer.Argument(..., metavar="DIR|FILE", help="A directory holding ConsumerTrees.xml, "
                                        "ResourceGroups.xml and (optional) MDPlan.xml and hosts.yaml, or those "
                                        "files."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the plan here (YAML); default: print it."),
