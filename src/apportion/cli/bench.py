@@ -413,3 +413,31 @@ def activities(
     _emit(machine_info(), result, json_out, render)
     if not all(t["met"] for t in result["targets"].values()):
         raise typer.Exit(1)
+
+
+@bench_app.command("soak")
+def soak(
+    minutes: float = typer.Option(10.0, "--minutes", min=0.1, help="How long the load and the faults last."),
+    db: str = typer.Option("sqlite", "--db", help="sqlite, or postgres (a fresh database on 127.0.0.1:5432, "
+                           "made from db test and dropped after)."),
+    agents: int = typer.Option(20, "--agents", min=4, help="Agents: four run real processes, the rest are light."),
+    seed: int = typer.Option(18, "--seed", help="The random faults' and workload's seed."),
+    json_out: bool = _JSON,
+) -> None:
+    """A real master under mixed work, SIGKILLs of master, agents and processes, and hostile
+    requests; then every invariant checked from the store and what clients saw (exit 1 on a
+    violation). docs/performance.md, "Soak"."""
+    from apportion.bench.machine import machine_info
+    from apportion.bench.soak import render, run_soak
+
+    if db not in ("sqlite", "postgres"):
+        raise typer.BadParameter("sqlite or postgres", param_hint="--db")
+    result = run_soak(minutes, db=db, agents=agents, seed=seed)
+    _emit(machine_info(), result, json_out, render)
+    if result["violations"]:
+        raise typer.Exit(1)
+
+
+from apportion.cli.simulate import bench_simulate  # noqa: E402  (apportion bench simulate)
+
+bench_app.command("simulate")(bench_simulate)

@@ -233,3 +233,55 @@ def sweep_command(
         print(json.dumps(result, indent=1))
     else:
         render_sweep(out, result)
+
+
+def bench_simulate(
+    cases: list[str] = typer.Argument(None, help="Cases to run: nasa, curie, synthetic, sweep (default: all)."),
+    traces: Path | None = typer.Option(None, "--traces", help="The shared traces directory "
+                                       "(default: ../shared/traces beside the repository)."),
+    jobs: int = typer.Option(1_000_000, "--jobs", min=1, help="synthetic: jobs."),
+    consumers: int = typer.Option(1_000, "--consumers", min=1, help="synthetic: consumers."),
+    hosts: int = typer.Option(10_000, "--hosts", min=1, help="synthetic: hosts of 8 slots."),
+    variants: int = typer.Option(16, "--variants", min=1, help="sweep: variants."),
+    workers: int = typer.Option(2, "--workers", min=1, help="sweep: local Dask workers."),
+    json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
+) -> None:
+    """Replays end to end, each in a fresh interpreter: NASA iPSC with three tenants, CEA Curie with
+    one consumer per group, a synthetic million-job trace, a 16-variant sweep on Dask
+    (docs/performance.md, "Simulation")."""
+    from apportion.bench import simulate_bench as sb
+
+    chosen = tuple(cases or sb.CASES)
+    unknown = [c for c in chosen if c not in sb.CASES]
+    if unknown:
+        _fail(f"unknown case {unknown[0]!r}; known: {', '.join(sb.CASES)}")
+    where = traces or sb.TRACES
+    gone = sb.missing(where, chosen)
+    if gone:
+        _fail(f"{where} has no {', '.join(sorted(set(gone)))}: give --traces DIR")
+    result = sb.bench(chosen, where, {"jobs": jobs, "consumers": consumers, "hosts": hosts, "variants": variants,
+                                      "workers": workers})
+    if json_out:
+        print(json.dumps(result, indent=1))
+        return
+    m = result["machine"]
+    out.print(f"[bold]machine[/]: {m['cpu']}, {m['logical_cpus']} logical CPUs, {m['ram_gib']} GiB RAM, "
+              f"{m['python']}")
+    t = Table(title="apportion bench simulate")
+    for col in ("case", "jobs", "cycles", "wall", "CPU", "peak RSS", "cycle / event", "sim / wall", "target"):
+        t.add_column(col, justify="left" if col in ("case", "target") else "right")
+    for c in result["cases"]:
+        if "error" in c:
+            t.add_row(c["case"], "", "", "", "", "", "", "", f"[red]{c['error']}[/]")
+            continue
+        met = ", ".join(f"{k} <= {v['target']:g}: " + ("[green]met[/]" if v["met"] else "[red]not met[/]")
+                        for k, v in c["targets"].items())
+        if c["case"] == "sweep":
+            t.add_row("sweep", f"{c['variants']} variants", "", f"{c['dask_s']:.1f} s (serial {c['serial_s']:.1f})",
+                      f"{c['cpu_s']:.1f} s", f"{c['peak_rss_mib']:.0f} MiB", "", f"ratio {c['ratio']:.2f}", met)
+            continue
+        t.add_row(c["case"], f"{c['jobs']:,}", f"{c['cycles']:,}", f"{c['wall_s']:.2f} s", f"{c['cpu_s']:.2f} s",
+                  f"{c['peak_rss_mib']:.0f} MiB",
+                  "-" if c["cycle_per_event_us"] is None else f"{c['cycle_per_event_us']:.0f} us",
+                  f"{c['simulated_per_wall']:,.0f}x", met)
+    out.print(t)

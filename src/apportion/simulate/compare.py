@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 # figure -> where to read it and whether larger is better
@@ -104,11 +105,11 @@ def _row(t: Table, label: str, line: dict[str, Any]) -> None:
     mark = line["mark"]
     style = _STYLE.get(mark)
     diff = "-" if line["diff"] is None else ("+" if line["diff"] > 0 else "") + _fmt(line["diff"])
-    t.add_row(label, _fmt(line["a"]), _fmt(line["b"]), diff, f"[{style}]{mark}[/]" if style else "")
+    t.add_row(escape(label), _fmt(line["a"]), _fmt(line["b"]), diff, f"[{style}]{mark}[/]" if style else "")
 
 
 def render_compare(console: Console, r: dict[str, Any]) -> None:
-    t = Table(title=f"A = {r['a']}   B = {r['b']}   (marked: moved by more than {r['threshold']:.0%})")
+    t = Table(title=f"A = {escape(r['a'])}   B = {escape(r['b'])}   (marked: moved by more than {r['threshold']:.0%})")
     for col in ("figure", "A", "B", "B - A", ""):
         t.add_column(col, justify="left" if col in ("figure", "") else "right")
     for k, line in r["overall"].items():

@@ -10,7 +10,7 @@ The GRID file (YAML; paths in it are relative to its own directory)::
       consumers[/A].share_ratio: [1, 2, 4]
       consumers[/C].grace: [0, 600]
     variants:                          # and/or named variants, each a set of changes
-      - {name: equal, set: {consumers[/A].share_ratio: 1, consumers[/C].share_ratio: 1}}
+      - {name: equal, set: {"consumers[/A].share_ratio": 1, "consumers[/C].share_ratio": 1}}   # quote paths in {}
 
 A **field path** names any field of the plan: keys joined by dots, a list item by
 ``[N]`` (its index), ``[/path]`` (the item whose ``path`` is that: consumers) or
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
@@ -246,7 +247,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render_sweep(console: Console, result: dict[str, Any]) -> None:
-    t = Table(title=f"sweep {result['source']}: {len(result['variants'])} variants on {result['ran_on']} "
+    t = Table(title=f"sweep {escape(result['source'])}: {len(result['variants'])} variants on {result['ran_on']} "
                     f"in {result['wall_seconds']:.1f} s")
     t.add_column("variant")
     for name, _ in COLUMNS:
@@ -259,7 +260,7 @@ def render_sweep(console: Console, result: dict[str, Any]) -> None:
         cells = [f"{row[n]:,.3f}" if isinstance(row[n], float) else f"{row[n]:,}" for n, _ in COLUMNS]
         waits = [f"{v['result']['consumers'][p]['wait']['mean']:,.0f} s" if p in v["result"]["consumers"]
                  else "-" for p in few]
-        t.add_row(v["name"], *cells, *waits)
+        t.add_row(escape(v["name"]), *cells, *waits)
     console.print(t)
 
 
