@@ -69,6 +69,7 @@ def test_output_by_host_and_the_worst_exit_code(cluster):
     _nothing_left(cluster)
 
 
+@pytest.mark.timeout(120)
 def test_ctrl_c_stops_the_commands_and_releases(cluster):
     code = "import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.05)"
     p = _run(cluster, "--consumer", "/Apps/batch", "--", sys.executable, "-c", code)
@@ -85,6 +86,7 @@ def test_ctrl_c_stops_the_commands_and_releases(cluster):
     _nothing_left(cluster)
 
 
+@pytest.mark.timeout(120)
 def test_a_reclaim_ends_it_with_a_clear_message(cluster):
     code = "import time\nprint('ready', flush=True)\nwhile True: time.sleep(0.05)"
     p = _run(cluster, "--consumer", "/Apps/batch", "--slots", "2", "--", sys.executable, "-c", code)
@@ -105,3 +107,29 @@ def test_new_lines_continue_a_tail_that_lost_its_start():
     assert new_lines(["a", "b"], ["a", "b", "c"]) == ["c"]
     assert new_lines(["a", "b", "c"], ["b", "c", "d", "e"]) == ["d", "e"]
     assert new_lines(["x"], ["y"]) == ["y"]
+
+
+@pytest.mark.timeout(120)
+def test_rg_watch_redraws_until_ctrl_c(cluster):
+    p = subprocess.Popen([*CLI, "rg", "all", "--watch", "--every", "0.3", "--master", cluster.url],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "APPORTION_TOKEN": cluster.token, "COLUMNS": "200"})
+    try:
+        with cluster.http() as c:
+            seen = ""
+            while "/Other" not in seen:
+                line = p.stdout.readline()
+                assert line, p.stderr.read()
+                seen += line
+            other = c.post("/v1/clients", json={"name": "watched", "consumer": "/Other"}).json()["id"]
+            c.post("/v1/allocations", json={"client": other, "consumer": "/Other", "max": 2})
+            # the table is drawn again with /Other holding 2
+            line = ""
+            while not (line.lstrip("│ ").startswith("/Other") and " 2 " in line):
+                line = p.stdout.readline()
+                assert line, p.stderr.read()
+            c.delete(f"/v1/clients/{other}")
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+    assert p.returncode == 0

@@ -239,9 +239,12 @@ def consumer_view(path: Annotated[str, typer.Argument(help="A consumer path, e.g
 
 
 def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
-       master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+       master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False,
+       watch: Annotated[bool, typer.Option("--watch", help="Redraw the table until Ctrl-C.")] = False,
+       every: Annotated[float, typer.Option("--every", min=0.2, help="--watch: seconds between redraws.")] = 2.0,
+       ) -> None:
     """A resource group consumer by consumer, with EGO's columns: OWN, SHARE (deserved now),
-    ALLOC (held), BORROWED, LENT, DEMAND, SHORTFALL."""
+    ALLOC (held), BORROWED, LENT, DEMAND, SHORTFALL. ``--watch`` redraws it in place."""
     def call(api: Client) -> dict[str, Any]:
         rows = [r for r in api.consumers() if r.get("group") == name]
         if not rows:
@@ -249,9 +252,34 @@ def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
                                  path="/v1/consumers")
         return {"group": name, "consumers": rows}
 
-    _run(master, token_file, json_out, call,
-         lambda v: out.print(_table(f"resource group {name}", ("CONSUMER", *_SHARE_COLUMNS),
-                                    ([r.get("consumer"), *_share_row(r)] for r in v["consumers"]))))
+    def table(v: dict[str, Any]) -> Table:
+        return _table(f"resource group {name}", ("CONSUMER", *_SHARE_COLUMNS),
+                      ([r.get("consumer"), *_share_row(r)] for r in v["consumers"]))
+
+    if not watch:
+        _run(master, token_file, json_out, call, lambda v: out.print(table(v)))
+        return
+    import contextlib
+
+    from rich.live import Live
+
+    # on a terminal the table is redrawn in place; into a pipe each one is printed after the last
+    live = Live(console=out, auto_refresh=False) if out.is_terminal else None
+    with _client(master, token_file) as api, live or contextlib.nullcontext():
+        try:
+            while True:
+                try:
+                    t = table(call(api))
+                except ApportionError as e:
+                    raise _fail(e) from None
+                if live is not None:
+                    live.update(t, refresh=True)
+                else:
+                    out.print(t)
+                    out.file.flush()
+                time.sleep(every)
+        except KeyboardInterrupt:
+            pass
 
 
 # --- allocations -----------------------------------------------------------------------
