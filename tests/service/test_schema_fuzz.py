@@ -33,6 +33,7 @@ def fuzz(m, *paths: str) -> None:  # noqa: ANN001
          "--max-failures", "10"],
         capture_output=True, text=True, timeout=600)
     tail = (r.stdout + r.stderr)[-6000:]
+    print(tail)  # what ran (phases, operations, links followed): in the log when the test is run with -s
     assert r.returncode == 0, tail
     assert "Server error" not in tail and "violates schema" not in tail
     assert m.proc.alive, "the master died under the fuzzer:\n" + m.proc.output()[-3000:]
@@ -65,6 +66,21 @@ def test_schemathesis_finds_no_server_error_on_a_ducc_master(tmp_path):
             c.post("/v1/reservations", json={"class": "reserve", "memory": 8})
             c.post("/v1/services", json={"class": "fixed", "memory": 1, "argv": ["true"]})
         fuzz(m, "--include-path-regex", "^/v1/(jobs|reservations|services|occupancy|reconfigure|hosts)")
+    finally:
+        agent.kill()
+        m.proc.kill()
+
+
+def test_schemathesis_stateful_chains_find_no_server_error(tmp_path):
+    """The stateful phase: calls chained through the spec's links (a client made, then its
+    allocations, their activities, changes, releases, kills and deletes), with ids from the
+    answers, so the fuzzer reaches objects that exist."""
+    m = start_master(tmp_path / "m", PLAN)
+    agent = start_agent(m, "h1", tmp_path / "h1", slots=4, extra=["--light"])
+    try:
+        wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
+        fuzz(m, "--phases", "stateful", "--include-path-regex", "^/v1/(clients|allocations|activities)",
+             "--exclude-path-regex", "/events$")
     finally:
         agent.kill()
         m.proc.kill()

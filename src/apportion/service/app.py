@@ -271,5 +271,35 @@ def _with_bearer(app: FastAPI) -> dict:
             if path not in Guard.OPEN and path != "/readyz":
                 for op in ops.values():
                     op["security"] = [{"bearer": []}]
+        _links(spec)
         app.openapi_schema = spec
     return app.openapi_schema
+
+
+# what a creation's answer leads to: OpenAPI links (a client follows them; schemathesis's
+# stateful phase chains calls through them)
+_LINKS = {
+    ("/v1/clients", "post"): ("client_id", ["/v1/clients/{client_id}"]),  # not its events: an SSE stream
+    ("/v1/allocations", "post"): ("aid", ["/v1/allocations/{aid}", "/v1/allocations/{aid}/release",
+                                          "/v1/allocations/{aid}/activities"]),
+    ("/v1/allocations/{aid}/activities", "post"): ("act_id", ["/v1/activities/{act_id}",
+                                                              "/v1/activities/{act_id}/output",
+                                                              "/v1/activities/{act_id}/kill"]),
+}
+
+
+def _links(spec: dict) -> None:
+    paths = spec.get("paths", {})
+    for (path, method), (param, targets) in _LINKS.items():
+        op = paths.get(path, {}).get(method)
+        if op is None:
+            continue
+        links = {}
+        for target in targets:
+            for target_method, target_op in paths.get(target, {}).items():
+                if target_op.get("operationId"):
+                    links[f"{target_method}_{target_op['operationId']}"] = {
+                        "operationId": target_op["operationId"], "parameters": {param: "$response.body#/id"}}
+        for status, response in op.get("responses", {}).items():
+            if status.startswith("2"):
+                response["links"] = links

@@ -121,8 +121,12 @@ def insert_rows(c: Connection, counters: Any, rows: list[dict[str, Any]]) -> Non
 
 
 def write(engine: Engine, counters: Any, rows: list[dict[str, Any]]) -> None:
-    with engine.begin() as c:
-        insert_rows(c, counters, rows)
+    from apportion.service.store.db import retry_locked
+
+    def once() -> None:
+        with engine.begin() as c:
+            insert_rows(c, counters, rows)
+    retry_locked(once)
 
 
 def read(engine: Engine, since: float | None, consumer: str | None, kind: str | None, after: int | None,

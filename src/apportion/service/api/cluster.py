@@ -12,6 +12,7 @@ from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
 from apportion.service.master import ApiError
+from apportion.service.store.db import retry_locked
 from apportion.service.store.writer import digest
 
 router = APIRouter(prefix="/v1", tags=["cluster"])
@@ -135,7 +136,7 @@ async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, A
             raise ApiError(422, f"consumer: {body.consumer} is not a consumer of the plan in force")
     if body.kind == "agent" and body.host is None:
         raise ApiError(422, "host: an agent token needs the host it reports for")
-    tid, token = await asyncio.to_thread(m.writer.make_token, body.kind, body.consumer if body.kind == "consumer"
+    tid, token = await asyncio.to_thread(retry_locked, m.writer.make_token, body.kind, body.consumer if body.kind == "consumer"
                                          else None, body.host if body.kind == "agent" else None,
                                          audit.claim(201))
     return {"token": token, "id": tid, "kind": body.kind}
@@ -152,7 +153,7 @@ async def revoke_token(request: Request, token_id: int, c: Caller = Depends(admi
     """Revoke a token: every call with it is refused (401) from now on."""
     row = audit.claim(204)
     try:
-        gone = await asyncio.to_thread(c.m.writer.revoke_token, token_id, row)
+        gone = await asyncio.to_thread(retry_locked, c.m.writer.revoke_token, token_id, row)
     except ValueError as e:
         audit.unclaim()
         raise HTTPException(409, f"token {token_id}: {e}") from None

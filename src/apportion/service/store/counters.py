@@ -53,25 +53,40 @@ def raise_to(c: Connection, kind: str, value: int) -> None:
 
 
 class Counters:
-    """What this process has given, so a batch raises a counter only when it passes it."""
+    """What this process has given, so a batch raises a counter only when it passes it.
+
+    The in-memory book is kept under a lock, but no SQL runs under it: the master's
+    commit and a token's or an audit row's own transaction each hold SQLite's write lock
+    while they raise a counter, and waiting for the other's lock while holding one's
+    own would deadlock them. ``raise_to`` never lowers a counter, so the order in which
+    the transactions commit does not matter."""
 
     def __init__(self) -> None:
         self.top: dict[str, int] | None = None
-        self.lock = threading.Lock()  # tokens are made on worker threads and in the master's batches
+        self.lock = threading.Lock()
+
+    def _ensure(self, c: Connection) -> None:
+        if self.top is None:
+            got = read(c)
+            with self.lock:
+                if self.top is None:
+                    self.top = got
 
     def load(self, c: Connection) -> dict[str, int]:
+        got = read(c)
         with self.lock:
-            self.top = read(c)
-            return dict(self.top)
+            self.top = got
+            return dict(got)
 
     def up(self, c: Connection, kind: str, value: int) -> None:
         """Ids up to ``value`` of ``kind`` are used by what ``c`` writes."""
+        self._ensure(c)
         with self.lock:
-            if self.top is None:
-                self.top = read(c)
-            if value > self.top[kind]:
-                raise_to(c, kind, value)
-                self.top[kind] = value
+            assert self.top is not None
+            if value <= self.top[kind]:
+                return
+            self.top[kind] = value
+        raise_to(c, kind, value)
 
     def next(self, c: Connection, kind: str) -> int:
         """A new id of ``kind``, recorded in ``c``'s transaction."""
@@ -79,10 +94,11 @@ class Counters:
 
     def take(self, c: Connection, kind: str, n: int) -> int:
         """``n`` new ids of ``kind`` (the first; the others follow it), recorded in ``c``'s transaction."""
+        self._ensure(c)
         with self.lock:
-            if self.top is None:
-                self.top = read(c)
+            assert self.top is not None
             first = self.top[kind] + 1
             self.top[kind] += n
-            raise_to(c, kind, self.top[kind])
-            return first
+            last = self.top[kind]
+        raise_to(c, kind, last)
+        return first

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.engine import make_url
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
+T = TypeVar("T")
 MIGRATIONS = Path(__file__).parent / "migrations"
 HEAD = "0005"  # the newest revision in migrations/versions (a test holds it to Alembic's own head)
 DEFAULT_URL = "sqlite:///apportion.db"
@@ -50,6 +55,20 @@ def _private(path: str) -> None:
         with contextlib.suppress(FileNotFoundError, PermissionError):
             if os.stat(f).st_mode & 0o077:
                 os.chmod(f, 0o600)
+
+
+def retry_locked(fn: Callable[..., T], *args: Any, tries: int = 6) -> T:
+    """``fn(*args)`` (one transaction), again if SQLite says the database is locked: a write
+    beside the master's (tokens, audit rows) can meet SQLite's busy error at once, without
+    its busy timeout, when WAL's snapshot it read moved on."""
+    for i in range(tries):
+        try:
+            return fn(*args)
+        except OperationalError as e:
+            if "locked" not in str(e) or i == tries - 1:
+                raise
+            time.sleep(0.02 * 2**i)
+    raise AssertionError("unreachable")
 
 
 def make_engine(url: str) -> Engine:

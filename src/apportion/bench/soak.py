@@ -1,0 +1,532 @@
+"""apportion bench soak: a real master under load, faults and hostile requests, then checks.
+
+A master (SQLite, or PostgreSQL with ``db="postgres"``) and ``agents`` agents (four run
+real short processes, the rest are light agents in one process), consumers' clients doing
+mixed allocation and activity work, while:
+
+- the master, the real agents and the activities' processes are SIGKILLed at random;
+- a corpus of hostile requests is sent (issue 18's cases and more).
+
+At the end, from the store and from what the clients saw:
+
+- ``slots``: no host was ever seen (nor is stored) with more slots held than it has;
+- ``lost``: every allocation created and not deleted is still there;
+- ``reused``: no id (client, allocation, activity, token) was given twice;
+- ``5xx``: no answer was a 5xx (a 503 while the master restarts is counted apart);
+- ``events``: each client's event stream, as it read it, is exactly what the store holds
+  for it: no gap, nothing twice, in order;
+- ``memory``: the master's RSS grew at most ``rss_limit`` MB over an incarnation;
+- ``audit``: every write answered 2xx has its audit row (by request id);
+- ``hostile``: no hostile request was accepted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+CLI = [sys.executable, "-m", "apportion.cli"]
+REAL_AGENTS = 4
+SLOTS = 4
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+PLAN = """
+resource_groups:
+  - {name: all, select: "select(slots > 0)"}
+consumers:
+%s
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _name(p: Any) -> str:
+    import psutil
+
+    try:
+        return p.name()
+    except psutil.Error:
+        return ""
+
+
+@dataclass
+class Proc:
+    args: list[str]
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+    popen: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as f:
+            self.popen = subprocess.Popen(self.args, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                          env={**os.environ, **self.env})
+
+    def kill(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=30)
+
+
+@dataclass
+class Seen:
+    """What the clients saw."""
+
+    statuses: Counter = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+    unavailable: int = 0  # 503 while starting, or no answer while the master was down
+    ids: dict[str, list[int]] = field(default_factory=lambda: {"client": [], "allocation": [], "activity": [],
+                                                               "token": []})
+    deleted: set[int] = field(default_factory=set)
+    writes_ok: list[str] = field(default_factory=list)  # request ids of writes answered 2xx
+    events: dict[int, list[int]] = field(default_factory=dict)
+    hostile: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def violation(self, what: str) -> None:
+        with self.lock:
+            if len(self.violations) < 200:
+                self.violations.append(what[:400])
+
+
+class Soak:
+    def __init__(self, workdir: Path, minutes: float, db: str, agents: int, seed: int, rss_limit: float) -> None:
+        self.dir = workdir
+        self.minutes = minutes
+        self.agents = max(agents, REAL_AGENTS)
+        self.rng = random.Random(seed)
+        self.rss_limit = rss_limit
+        self.seen = Seen()
+        self.stop = threading.Event()
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.db_kind = db
+        self.db = f"sqlite:///{workdir / 'soak.db'}" if db == "sqlite" else ""
+        self.tag = f"soak-{uuid.uuid4().hex[:8]}"
+        self.consumers = [f"/T{i}" for i in range(4)]
+        self.master: Proc | None = None
+        self.real: list[Proc] = []
+        self.light: Proc | None = None
+        self.restarts = Counter()
+        self.rss: list[tuple[int, float, float]] = []  # (master pid, seconds since its start, RSS MB)
+        self.master_started = 0.0
+        self.token = ""
+        self._pg_name = ""
+
+    # -- processes ---------------------------------------------------------------------------
+    def _postgres(self) -> None:
+        import psycopg
+
+        self._pg_name = "apportion_soak_" + uuid.uuid4().hex[:10]
+        with psycopg.connect("host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=5",
+                             autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{self._pg_name}"')
+        self.db = f"postgresql+psycopg://postgres@127.0.0.1:5432/{self._pg_name}"
+
+    def _drop_postgres(self) -> None:
+        if self._pg_name:
+            import psycopg
+
+            with psycopg.connect("host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=5",
+                                 autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)')
+
+    def _start_master(self) -> None:
+        assert self.master is not None
+        self.master.start()
+        self.master_started = time.monotonic()
+        self._wait_ready(60)
+
+    def _wait_ready(self, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"the master did not get ready in {timeout} s:\n" + self.master.log.read_text()[-2000:])
+
+    def setup(self) -> None:
+        if self.db_kind == "postgres":
+            self._postgres()
+        plan = self.dir / "plan.yaml"
+        plan.write_text(PLAN % "\n".join(f"  - {{path: {c}}}" for c in self.consumers))
+        token_file = self.dir / "admin.token"
+        subprocess.run([*CLI, "server", "init", "--db", self.db, "--token-file", str(token_file)], check=True,
+                       capture_output=True, timeout=120)
+        self.token = token_file.read_text().strip()
+        self.master = Proc([*CLI, "server", "--plan", str(plan), "--db", self.db, "--listen",
+                            f"127.0.0.1:{self.port}", "--heartbeat", "0.5", "--kill-grace", "1",
+                            "--log-level", "warning"], self.dir / "master.log")
+        self._start_master()
+        env = {"APPORTION_TOKEN": self.token, "APPORTION_SOAK": self.tag}
+        for i in range(REAL_AGENTS):
+            p = Proc([*CLI, "agent", "--master", self.url, "--name", f"real{i}", "--slots", str(SLOTS),
+                      "--workdir", str(self.dir / f"real{i}"), "--heartbeat", "0.5", "--containment",
+                      "process-group", "--log-level", "WARNING"], self.dir / f"real{i}.log", env)
+            p.start()
+            self.real.append(p)
+        n = self.agents - REAL_AGENTS
+        if n:
+            self.light = Proc([*CLI, "agent", "--master", self.url, "--name", "light", "--count", str(n),
+                               "--slots", str(SLOTS), "--light", "--workdir", str(self.dir / "light"),
+                               "--heartbeat", "0.5", "--log-level", "WARNING"], self.dir / "light.log", env)
+            self.light.start()
+        end = time.monotonic() + 90
+        while time.monotonic() < end:
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                hosts = httpx.get(self.url + "/v1/hosts", headers=self._auth(), timeout=5).json()["hosts"]
+                if sum(h["state"] == "ok" for h in hosts) >= self.agents:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError("the agents did not all register")
+
+    def teardown(self) -> None:
+        self._kill_tagged()
+        for p in [*self.real, self.light, self.master]:
+            if p is not None:
+                p.kill()
+        self._kill_tagged()
+        with contextlib.suppress(Exception):
+            self._drop_postgres()
+
+    def _activity_processes(self) -> list[Any]:
+        """The processes the real agents run (their own process groups, so not killed with them)."""
+        import psutil
+
+        out = []
+        for a in self.real:
+            with contextlib.suppress(psutil.Error, AttributeError):
+                out += psutil.Process(a.popen.pid).children(recursive=True)
+        return out
+
+    def _kill_tagged(self) -> None:
+        import psutil
+
+        for p in self._activity_processes():
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        for p in psutil.process_iter(["pid"]):
+            with contextlib.suppress(psutil.Error):
+                if p.pid != os.getpid() and p.environ().get("APPORTION_SOAK") == self.tag:
+                    p.kill()
+
+    def _auth(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.token}"}
+
+    # -- calls -----------------------------------------------------------------------------
+    def call(self, c: httpx.Client, method: str, path: str, **kw: Any) -> httpx.Response | None:
+        try:
+            r = c.request(method, path, **kw)
+        except httpx.HTTPError:
+            with self.seen.lock:
+                self.seen.unavailable += 1
+            time.sleep(0.2)
+            return None
+        with self.seen.lock:
+            self.seen.statuses[r.status_code] += 1
+        if r.status_code == 503:
+            with self.seen.lock:
+                self.seen.unavailable += 1
+            time.sleep(0.2)
+        elif r.status_code >= 500:
+            self.seen.violation(f"5xx: {method} {path} -> {r.status_code} {r.text[:200]}")
+        elif method in WRITES and r.status_code < 300 and "x-request-id" in r.headers:
+            with self.seen.lock:
+                self.seen.writes_ok.append(r.headers["x-request-id"])
+        return r
+
+    def _made(self, kind: str, r: httpx.Response | None) -> int | None:
+        if r is None or r.status_code not in (200, 201):
+            return None
+        got = r.json().get("id")
+        if isinstance(got, int):
+            with self.seen.lock:
+                self.seen.ids[kind].append(got)
+        return got
+
+    # -- the workload ----------------------------------------------------------------------
+    def tenant(self, n: int) -> None:
+        consumer = self.consumers[n % len(self.consumers)]
+        rng = random.Random(self.rng.random())
+        with httpx.Client(base_url=self.url, headers=self._auth(), timeout=15) as c:
+            client = None
+            while client is None and not self.stop.is_set():
+                r = self.call(c, "POST", "/v1/clients", json={"name": f"soak-{n}", "consumer": consumer})
+                if r is not None and r.status_code == 201:
+                    client = r.json()["id"]
+                    with self.seen.lock:
+                        if client not in self.seen.ids["client"]:
+                            self.seen.ids["client"].append(client)
+            if client is None:
+                return
+            poller = threading.Thread(target=self.events, args=(client,), daemon=True)
+            poller.start()
+            mine: list[int] = []
+            while not self.stop.is_set():
+                self.step(c, rng, client, consumer, mine)
+                time.sleep(rng.uniform(0.02, 0.15))
+            poller.join(timeout=30)
+
+    def step(self, c: httpx.Client, rng: random.Random, client: int, consumer: str, mine: list[int]) -> None:
+        roll = rng.random()
+        if not mine or (roll < 0.15 and len(mine) < 4):
+            aid = self._made("allocation", self.call(c, "POST", "/v1/allocations", json={
+                "client": client, "consumer": consumer, "max": rng.randint(1, 6)}))
+            if aid is not None:
+                mine.append(aid)
+            return
+        aid = rng.choice(mine)
+        if roll < 0.25:
+            self.call(c, "PATCH", f"/v1/allocations/{aid}", json={"max": rng.randint(0, 6)})
+        elif roll < 0.3:
+            r = self.call(c, "DELETE", f"/v1/allocations/{aid}")
+            if r is not None and r.status_code in (204, 404):
+                mine.remove(aid)
+                if r.status_code == 204:
+                    with self.seen.lock:
+                        self.seen.deleted.add(aid)
+        elif roll < 0.35:
+            self.call(c, "POST", f"/v1/allocations/{aid}/release", json={})
+            self.call(c, "PATCH", f"/v1/allocations/{aid}", json={"max": rng.randint(1, 6)})
+        elif roll < 0.75:
+            r = self.call(c, "GET", f"/v1/allocations/{aid}")
+            if r is None or r.status_code != 200:
+                if r is not None and r.status_code == 404:
+                    mine.remove(aid)
+                return
+            hosts = [h for h, n in r.json()["hosts"].items() if n > 0]
+            if hosts:
+                host = rng.choice(hosts)
+                argv = ["sleep", f"{rng.uniform(0.2, 2.0):.2f}"] if host.startswith("real") else ["true"]
+                self._made("activity", self.call(c, "POST", f"/v1/allocations/{aid}/activities",
+                                                 json={"host": host, "argv": argv}))
+        elif roll < 0.8:
+            r = self.call(c, "GET", "/v1/activities", params={"allocation": aid, "state": "running"})
+            if r is not None and r.status_code == 200 and r.json()["activities"]:
+                act = rng.choice(r.json()["activities"])["id"]
+                self.call(c, "POST", f"/v1/activities/{act}/kill")
+        else:
+            self.call(c, "GET", "/v1/hosts")
+
+    def events(self, client: int) -> None:
+        """Read the client's events as a client does (long poll), to the end."""
+        seen = self.seen.events.setdefault(client, [])
+        last = 0
+        with httpx.Client(base_url=self.url, headers=self._auth(), timeout=15) as c:
+            quiet = 0
+            while quiet < 3:  # after the stop: until three empty polls in a row
+                try:
+                    r = c.get(f"/v1/clients/{client}/events", params={"after": last, "wait": 1})
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+                    continue
+                if r.status_code != 200:
+                    if r.status_code >= 500 and r.status_code != 503:
+                        self.seen.violation(f"5xx: events of client {client} -> {r.status_code}")
+                    time.sleep(0.2)
+                    continue
+                got = [e["id"] for e in r.json()["events"]]
+                for i in got:
+                    if i <= last:
+                        self.seen.violation(f"events: client {client} got {i} after {last}")
+                    last = max(last, i)
+                seen.extend(got)
+                quiet = quiet + 1 if self.stop.is_set() and not got else 0
+
+    # -- faults and hostile requests --------------------------------------------------------------
+    def chaos(self) -> None:
+        import psutil
+
+        end_master = time.monotonic() + self.rng.uniform(20, 40)
+        end_agent = time.monotonic() + self.rng.uniform(8, 15)
+        while not self.stop.wait(self.rng.uniform(1, 3)):
+            now = time.monotonic()
+            if now >= end_master:
+                self.master.kill()
+                self.restarts["master"] += 1
+                try:
+                    self._start_master()
+                except RuntimeError as e:
+                    self.seen.violation(f"restart: {e}")
+                end_master = time.monotonic() + self.rng.uniform(40, 80)
+            elif now >= end_agent:
+                p = self.rng.choice(self.real)
+                p.kill()
+                p.start()
+                self.restarts["agent"] += 1
+                end_agent = time.monotonic() + self.rng.uniform(10, 20)
+            else:  # an activity's process
+                procs = [p for p in self._activity_processes() if _name(p) == "sleep"]
+                if procs:
+                    with contextlib.suppress(psutil.Error):
+                        self.rng.choice(procs).kill()
+                        self.restarts["process"] += 1
+
+    def watch(self) -> None:
+        """The master's memory, and every host's slots as the API shows them."""
+        import psutil
+
+        with httpx.Client(base_url=self.url, headers=self._auth(), timeout=10) as c:
+            while not self.stop.wait(2):
+                with contextlib.suppress(psutil.Error, AttributeError):
+                    pid = self.master.popen.pid
+                    self.rss.append((pid, time.monotonic() - self.master_started,
+                                     psutil.Process(pid).memory_info().rss / 2**20))
+                if self.rng.random() < 0.2:  # an administrator makes a token and revokes it
+                    tid = self._made("token", self.call(c, "POST", "/v1/tokens", json={
+                        "kind": "consumer", "consumer": self.rng.choice(self.consumers)}))
+                    if tid is not None:
+                        self.call(c, "DELETE", f"/v1/tokens/{tid}")
+                r = self.call(c, "GET", "/v1/hosts")
+                if r is not None and r.status_code == 200:
+                    for h in r.json()["hosts"]:
+                        if h["used"] > h["slots"]:
+                            self.seen.violation(f"slots: host {h['name']} has {h['used']} of {h['slots']} held")
+
+    def hostile(self) -> None:
+        from apportion.bench import soak_corpus
+
+        with httpx.Client(base_url=self.url, timeout=30) as c:
+            cases = soak_corpus.cases()
+            while not self.stop.wait(0.3):
+                name, method, path, kw, token = self.rng.choice(cases)
+                if token == "admin":
+                    kw = {**kw, "headers": {**kw.get("headers", {}), **self._auth()}}
+                try:
+                    r = c.request(method, path, **kw) if name != "chunked" else soak_corpus.chunked(
+                        self.port, self.token)
+                except httpx.HTTPError:
+                    continue
+                status = r if isinstance(r, int) else r.status_code
+                with self.seen.lock:
+                    self.seen.hostile += 1
+                    self.seen.statuses[status] += 1
+                if status >= 500 and status != 503:
+                    self.seen.violation(f"5xx: hostile {name} -> {status}")
+                elif 200 <= status < 300:
+                    self.seen.violation(f"hostile: {name} was accepted ({status})")
+
+    # -- the run -----------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        threads = [threading.Thread(target=self.tenant, args=(i,), daemon=True) for i in range(8)]
+        threads += [threading.Thread(target=f, daemon=True) for f in (self.chaos, self.watch, self.hostile)]
+        for t in threads:
+            t.start()
+        self.stop.wait(self.minutes * 60)
+        self.stop.set()
+        for t in threads:
+            t.join(timeout=120)
+        with contextlib.suppress(RuntimeError):
+            self._wait_ready(60)
+        return self.check(time.monotonic() - started)
+
+    def check(self, seconds: float) -> dict[str, Any]:
+        from sqlalchemy import create_engine, text
+
+        s = self.seen
+        engine = create_engine(self.db)
+        with engine.connect() as c:
+            over = c.execute(text("SELECT h.name, h.slots, SUM(x.slots) FROM holdings x JOIN hosts h ON h.name = x.host "
+                                  "GROUP BY h.name, h.slots HAVING SUM(x.slots) > h.slots")).all()
+            for name, slots, held in over:
+                s.violation(f"slots: the store holds {held} on {name}, which has {slots}")
+            allocs = {r[0] for r in c.execute(text("SELECT id FROM allocations"))}
+            for aid in s.ids["allocation"]:
+                if aid not in allocs and aid not in s.deleted:
+                    s.violation(f"lost: allocation {aid} was created, never deleted, and is gone")
+            for client, got in s.events.items():
+                stored = [r[0] for r in c.execute(text("SELECT id FROM events WHERE client = :c ORDER BY id"),
+                                                  {"c": client})]
+                if got != stored:
+                    missing = sorted(set(stored) - set(got))[:5]
+                    s.violation(f"events: client {client} read {len(got)} events, the store has {len(stored)} "
+                                f"(missing e.g. {missing})")
+            audited = {r[0] for r in c.execute(text("SELECT request_id FROM audit"))}
+            absent = [x for x in s.writes_ok if x not in audited]
+            if absent:
+                s.violation(f"audit: {len(absent)} writes answered 2xx have no audit row (e.g. {absent[:3]})")
+            audit_rows = len(audited)
+        engine.dispose()
+        for kind, ids in s.ids.items():
+            if len(ids) != len(set(ids)):
+                dup = [i for i, n in Counter(ids).items() if n > 1][:5]
+                s.violation(f"reused: {kind} ids given twice: {dup}")
+        growth = self._rss_growth()
+        if growth > self.rss_limit:
+            s.violation(f"memory: the master's RSS grew {growth:.1f} MB in one run (limit {self.rss_limit:g})")
+        five = sum(n for code, n in s.statuses.items() if code >= 500 and code != 503)
+        return {
+            "minutes": round(seconds / 60, 2), "db": self.db_kind, "agents": self.agents,
+            "requests": sum(s.statuses.values()), "hostile": s.hostile, "5xx": five,
+            "unavailable": s.unavailable, "statuses": {str(k): v for k, v in sorted(s.statuses.items())},
+            "restarts": dict(self.restarts), "ids": {k: len(v) for k, v in s.ids.items()},
+            "events_checked": sum(len(v) for v in s.events.values()), "writes_audited": len(s.writes_ok),
+            "audit_rows": audit_rows, "rss_mb_max": round(max((r[2] for r in self.rss), default=0.0), 1),
+            "rss_growth_mb": round(growth, 1), "violations": s.violations,
+        }
+
+    def _rss_growth(self) -> float:
+        """The most one master incarnation grew after its first 20 s (the start's own allocations)."""
+        by_pid: dict[int, list[tuple[float, float]]] = {}
+        for pid, age, mb in self.rss:
+            by_pid.setdefault(pid, []).append((age, mb))
+        growth = 0.0
+        for samples in by_pid.values():
+            warm = [mb for age, mb in samples if age >= 20]
+            if len(warm) >= 2:
+                growth = max(growth, max(warm) - warm[0])
+        return growth
+
+
+def run_soak(minutes: float, db: str = "sqlite", agents: int = 20, seed: int = 18, rss_limit: float = 50.0,
+             workdir: Path | None = None) -> dict[str, Any]:
+    """The soak (module docstring); its figures and every violation found."""
+    with tempfile.TemporaryDirectory(prefix="apportion-soak-") as tmp:
+        soak = Soak(Path(workdir or tmp), minutes, db, agents, seed, rss_limit)
+        try:
+            soak.setup()
+            return soak.run()
+        finally:
+            soak.teardown()
+
+
+def render(console: Any, machine: dict[str, Any], r: dict[str, Any]) -> None:
+    """The soak's figures and verdict, for a terminal."""
+    console.print(f"[bold]apportion bench soak[/]: {r['minutes']} min on {r['db']}, {r['agents']} agents "
+                  f"({machine.get('cpus', '?')} CPUs)", highlight=False)
+    console.print(f"requests {r['requests']:,} ({r['hostile']:,} hostile), 5xx {r['5xx']}, unavailable while "
+                  f"restarting {r['unavailable']:,}; kills {r['restarts']}", highlight=False)
+    console.print(f"ids given {r['ids']}; events checked {r['events_checked']:,}; writes audited "
+                  f"{r['writes_audited']:,} ({r['audit_rows']:,} audit rows)", highlight=False)
+    console.print(f"master RSS max {r['rss_mb_max']} MB, growth {r['rss_growth_mb']} MB", highlight=False)
+    if r["violations"]:
+        console.print(f"[red]{len(r['violations'])} violation(s)[/]:")
+        for v in r["violations"]:
+            console.print(f"  {v}", markup=False, highlight=False)
+    else:
+        console.print("[green]0 violations[/]")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(json.dumps(run_soak(float(sys.argv[1]) if len(sys.argv) > 1 else 1.0), indent=2))
