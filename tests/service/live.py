@@ -8,11 +8,14 @@ on the machine's server (127.0.0.1:5432), or skips with the reason when none ans
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -125,11 +128,37 @@ def start_master(workdir: Path, plan_text: str, db: str | None = None, extra: li
     return m
 
 
+_AGENTS_BASE: list[Path] = []
+
+
+def reachable_workdir(workdir: Path) -> Path:
+    """An agent's work directory that its activities' execution users can reach by its path.
+
+    As root, agents run activities as `nobody`, which must reach its activity's directory inside the
+    agent's work directory (as under /var/lib/apportion-agent, 0711): a Dask worker uses its cwd's
+    path, a process opens files beside it. pytest's tmp_path lies under a directory only root may
+    enter, so the directory is made in a base others may pass through (0711, no listing) and
+    `workdir` is a link to it: the test reads the agent's files through the link as before."""
+    if os.geteuid() != 0 or workdir.is_symlink() or workdir.exists():
+        workdir.mkdir(parents=True, exist_ok=True)  # an agent started again keeps its directory
+        return workdir
+    if not _AGENTS_BASE:
+        base = Path(tempfile.mkdtemp(prefix="apportion-test-agents-"))
+        os.chmod(base, 0o711)
+        atexit.register(shutil.rmtree, base, True)
+        _AGENTS_BASE.append(base)
+    real = Path(tempfile.mkdtemp(prefix=f"{workdir.name}-", dir=_AGENTS_BASE[0]))
+    os.chmod(real, 0o711)
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    workdir.symlink_to(real, target_is_directory=True)
+    return workdir
+
+
 def start_agent(master: Master | str, name: str, workdir: Path, slots: int = 4, token: str | None = None,
                 extra: list[str] | None = None) -> Proc:
     url = master if isinstance(master, str) else master.url
     token = token or (master.token if isinstance(master, Master) else None)
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = reachable_workdir(workdir)
     args = [*CLI, "agent", "--master", url, "--name", name, "--slots", str(slots), "--workdir", str(workdir),
             "--heartbeat", "0.3", *(extra or [])]
     proc = Proc(args, workdir / "agent.log")

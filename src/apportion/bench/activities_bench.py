@@ -27,7 +27,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -41,7 +40,7 @@ import psutil
 from apportion.bench.activity_tree import measure_stop, tree_argv
 from apportion.bench.engine_bench import percentile
 from apportion.bench.machine import source_revision
-from apportion.bench.service_bench import CLI, Proc, _free_port, wait_for_state
+from apportion.bench.service_bench import CLI, Proc, _free_port, run_dir, wait_for_state
 
 TARGETS = {"start_p50_s": 0.025, "start_p99_s": 0.100, "stop_s": 0.5, "overhead_core": 0.05}
 SLEEPER = ["sleep", "86400"]  # any execution user can run it; stopped by the bench
@@ -437,8 +436,7 @@ def run(spec: ActivitiesBenchSpec, progress: Callable[[str], None] | None = None
     why = check_execution_user_can_run()
     if why:
         raise RuntimeError(why)
-    workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-activities-"))
-    os.chmod(workdir, 0o711)
+    workdir = run_dir("apportion-bench-activities-")
     revision = source_revision(whole=True)
     result: dict[str, Any] = {"spec": asdict(spec), "revision": revision, "start": {}, "stop": {}, "overhead": {}}
     try:

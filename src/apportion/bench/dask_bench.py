@@ -105,13 +105,13 @@ def run(spec: DaskBenchSpec, progress: Callable[[str], None] | None = None) -> d
     from distributed import Client
 
     from apportion.bench.machine import source_revision
-    from apportion.bench.service_bench import Masters, Proc, wait_for_state
+    from apportion.bench.service_bench import Masters, Proc, run_dir, wait_for_state
     from apportion.dask import ApportionCluster
 
     say = progress or (lambda _m: None)
     for name in ("distributed", "apportion.dask"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-dask-"))
+    workdir = run_dir("apportion-bench-dask-")
     revision = source_revision(whole=True)
     agents: list[Proc] = []
     masters: Masters | None = None

@@ -38,7 +38,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -50,7 +49,7 @@ from typing import Any
 
 from apportion.bench.engine_bench import percentile
 from apportion.bench.machine import source_revision
-from apportion.bench.service_bench import CLI, Masters, Proc, wait_for_state
+from apportion.bench.service_bench import CLI, Masters, Proc, run_dir, wait_for_state
 
 MIB = 1 << 20
 QUANTUM = 15
@@ -369,7 +368,7 @@ def run(spec: DuccLiveSpec, progress: Callable[[str], None] | None = None) -> di
     revision = source_revision(whole=True)
     jobs, workload = read_jobs(spec)
     cluster = read_cluster(spec)
-    workdir = Path(tempfile.mkdtemp(prefix="apportion-bench-ducc-live-"))
+    workdir = run_dir("apportion-bench-ducc-live-")
     tag = uuid.uuid4().hex
     agents: list[Proc] = []
     masters: Masters | None = None

@@ -182,6 +182,15 @@ def wait_for_state(check: Callable[[], Any], timeout: float, what: str, every: f
     raise error(f"waited {timeout:g} s for {what}; last saw {last!r}")
 
 
+def run_dir(prefix: str) -> Path:
+    """A new temporary directory for a bench's master and agents that execution users may pass
+    through (0711, no listing): as root, agents run activities as `nobody`, which must reach its
+    activity's directory inside an agent's work directory by its path."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(workdir, 0o711)
+    return workdir
+
+
 def _free_port() -> int:
     import socket
 
