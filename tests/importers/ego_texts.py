@@ -83,6 +83,7 @@ CONSUMER_TREES = """\
       </Consumer>
       <Consumer ConsumerName="app2">
         <DistributionPolicies>
+          <MaxSlots>12</MaxSlots>
           <Borrowing>
             <BorrowLimit>5</BorrowLimit>
           </Borrowing>
@@ -193,7 +194,7 @@ FULL_PLAN = {
              "NoMgmt": {"owned_hosts": 3, "rank": 1, "grace": 300},  # the remaining 3 of LOB1's 3
          }},
         {"path": "/LOB1/app2", "resource_groups": ["ComputeHosts"],
-         "groups": {"ComputeHosts": {"borrow_limit": 5, "grace": 20}}},  # the tree's DefaultGracePeriod
+         "groups": {"ComputeHosts": {"max": 12, "borrow_limit": 5, "grace": 20}}},  # the tree's DefaultGracePeriod
         {"path": "/LOB2", "execution_user": "lob2", "resource_groups": ["ComputeHosts", "GPUHosts", "NoMgmt"],
          "groups": {
              "ComputeHosts": {"share_ratio": 2, "borrow": False, "grace": 20},

@@ -329,19 +329,21 @@ def test_export_says_what_the_files_cannot_hold(tmp_path):
         "hosts": [{"name": "h[1-2]", "slots": 4}],
         "resource_groups": [{"name": "RG", "hosts": ["h[1-2]"], "allocation_policy": "balanced"}],
         "policy": {"share_enforcement": "parent"},
-        "consumers": [{"path": "/B"}, {"path": "/A", "max": 6, "owned": 2, "lend": True, "lend_to": "siblings"},
+        "consumers": [{"path": "/B"}, {"path": "/A", "max": 6, "owned": 2, "lend": True, "lend_to": "siblings",
+                       "borrow_preference": ["/B/x"]},
                       {"path": "/B/x"}],
     }))
     result = export_ego(plan_file)
     fields = sorted(n.field for n in result.notes)
-    assert fields == ["consumers", "consumers[1] (/A) in RG.lend_to", "consumers[1] (/A) in RG.max",
+    assert fields == ["consumers", "consumers[1] (/A) in RG.borrow_preference", "consumers[1] (/A) in RG.lend_to",
                       "policy.share_enforcement", "resource_groups[0].allocation_policy"]
     assert all(n.reason.startswith("not carried: ") for n in result.notes)
     write_files(result, tmp_path / "out")
     back = compile_plan(import_ego([tmp_path / "out"]).plan)
     assert back.consumer_map()["/A"].groups["RG"].owned == 2  # the rest still comes through
+    assert back.consumer_map()["/A"].groups["RG"].max == 6
     r = cli("export", "ego", str(plan_file), "-o", str(tmp_path / "out2"))
-    assert r.returncode == 0 and "not carried: max 6" in r.stderr
+    assert r.returncode == 0 and "not carried: the lenders to borrow from first" in r.stderr
 
 
 def test_export_of_a_bad_plan_names_its_problems(tmp_path):

@@ -1,7 +1,7 @@
 """import(export(plan)) is the same plan, for generated plans of everything the EGO files carry:
 hosts, static and select() groups, a consumer tree up to three levels with execution users, and per
-group owned slots or owned hosts (a number or named), preference, share ratio, priority, rank, lending
-with its limit, borrowing with its limit, grace; and policy.reclaim_for_preference."""
+group owned slots or owned hosts (a number or named), preference, share ratio, priority, rank, max,
+lending with its limit, borrowing with its limit, grace; and policy.reclaim_for_preference."""
 
 from __future__ import annotations
 
@@ -63,6 +63,8 @@ def plans(draw: st.DrawFn) -> dict[str, Any]:
             s["priority"] = draw(st.integers(0, 3))
         if draw(st.booleans()):
             s["rank"] = draw(st.integers(1, 5))
+        if draw(st.integers(0, 3)) == 0:
+            s["max"] = owned + draw(st.integers(0, 9))
         if leaf:
             if owned and draw(st.booleans()):
                 s["lend"] = True
@@ -134,7 +136,7 @@ def test_import_of_export_is_the_same_plan(plan):
 
 ELEMENTS = ["Consumer", "ConsumerHierarchy", "ConsumerProperties", "ExecutionUser", "ReclaimGracePeriod",
             "DistributionTree", "ResourceGroupName", "PolicyParameter", "DistributionPolicies", "Rank",
-            "SharingPolicy", "Sharing", "Shares", "Ownership", "Lending", "LendLimit", "Borrowing", "BorrowLimit",
+            "SharingPolicy", "Sharing", "Shares", "Ownership", "MaxSlots", "Lending", "LendLimit", "Borrowing", "BorrowLimit",
             "OwnershipPolicy", "ResourceGroup", "HostSelection", "NumHosts", "HostList", "Host", "PerHost", "Odd"]
 ATTRS = ["ConsumerName", "name", "type", "priority", "PreferenceLevel", "GetFreeFromNextLevelBeforeReclaim",
          "enabled", "DistributionTreeName"]

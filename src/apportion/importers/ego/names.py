@@ -17,8 +17,8 @@ _KINDS = {
     **{name: "hosts" for name in HOSTS_FILES},
 }
 
-SETTING_ORDER = ("owned", "owned_hosts", "preference", "share_ratio", "priority", "rank", "lend", "lend_limit",
-                 "borrow", "borrow_limit", "grace")
+SETTING_ORDER = ("owned", "owned_hosts", "preference", "share_ratio", "priority", "rank", "max", "lend",
+                 "lend_limit", "borrow", "borrow_limit", "grace")
 """The per-group settings the EGO files carry, in the order the imported plan writes them."""
 
 

@@ -520,6 +520,8 @@ class _Reader:
                         self.unknown(sub, child)
             elif name == "ReclaimGracePeriod":
                 self.put(consumer, groups, "grace", self.seconds(child), child, md)
+            elif name == "MaxSlots":
+                self.put(consumer, groups, "max", self.integer(child), child, md)
             elif name == "OwnershipPolicy":
                 self.check_attrs(child, ())
                 for sub in child:

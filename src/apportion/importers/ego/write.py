@@ -166,6 +166,8 @@ class _Writer:
             _el(sharing, "Shares", s.share_ratio, type="ratio")
         if s.owned_hosts is None and s.owned_per_host is None and s.owned:
             _el(policies, "Ownership", s.owned, type="absolute")
+        if s.max is not None:
+            _el(policies, "MaxSlots", s.max)
         if s.lend:
             lending = _el(policies, "Lending")
             if s.lend_limit is not None:
@@ -179,8 +181,6 @@ class _Writer:
         if len(policies):
             node.append(policies)
         where = f"consumers[{consumer.index}] ({path}) in {group}"
-        if s.max is not None:
-            self.note(f"{where}.max", f"max {s.max}: no element of these files holds it")
         if s.lend_to is not None:
             self.note(f"{where}.lend_to", "who may borrow a consumer's slots: no element of these files holds it")
         if s.borrow_preference:
