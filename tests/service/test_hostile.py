@@ -246,3 +246,37 @@ def test_a_chunked_body_past_the_limit_is_a_413_and_memory_stays_bounded(world, 
     assert proc.memory_info().rss - before < 50 << 20
     with m.http() as c:  # and it serves on
         assert c.get("/v1/hosts").status_code == 200
+
+
+# --- a host whose starts keep failing ---------------------------------------------------------------
+def test_a_host_whose_starts_fail_says_so_in_the_host_list(world):
+    """Played as an agent would (its reports by hand): each start on the host fails, with the
+    agent's reason; /v1/hosts counts them in a row and in all, and a start that runs resets the row."""
+    m, tok, client, _ = world
+    with m.http() as c:
+        assert c.post("/v1/agents/hbad/register", json={"slots": 2}).status_code == 200
+
+        def beat(reports: list[dict]) -> dict:
+            r = c.post("/v1/agents/hbad/heartbeat", json={"activities": reports})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        aid = c.post("/v1/allocations", json={"client": client, "consumer": "/A", "max": 1,
+                                              "requirement": "select(name == hbad)"}).json()["id"]
+        wait_until(lambda: beat([]) and c.get(f"/v1/allocations/{aid}").json()["held"] == 1, 20, "granted on hbad")
+
+        def row() -> dict:
+            return next(h for h in c.get("/v1/hosts").json()["hosts"] if h["name"] == "hbad")
+
+        for i in (1, 2):
+            act = c.post(f"/v1/allocations/{aid}/activities", json={"host": "hbad", "argv": ["nope"]}).json()["id"]
+            beat([{"id": act, "state": "failed", "reason": f"nope: no such program ({i})"}])
+            assert c.get(f"/v1/activities/{act}").json()["state"] == "failed"
+        h = row()
+        assert (h["start_failures"], h["start_failures_total"]) == (2, 2)
+        assert h["last_start_failure"] == "nope: no such program (2)"
+        act = c.post(f"/v1/allocations/{aid}/activities", json={"host": "hbad", "argv": ["true"]}).json()["id"]
+        beat([{"id": act, "state": "running", "pid": 4242}])
+        h = row()
+        assert (h["start_failures"], h["start_failures_total"]) == (0, 2)
+        c.delete(f"/v1/allocations/{aid}")

@@ -40,6 +40,11 @@ def _logging(level: str) -> None:
         lg.handlers[:] = []
         lg.propagate = True
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    # the access log (one line per request) follows --log-level; APPORTION_ACCESS_LOG=1 keeps
+    # it on under a quieter level (benchmarks measure its cost that way), =0 turns it off
+    access = os.environ.get("APPORTION_ACCESS_LOG")
+    if access in ("0", "1"):
+        logging.getLogger("apportion.access").setLevel(logging.INFO if access == "1" else logging.WARNING)
 
 
 def _db_url(db: str | None) -> str:
