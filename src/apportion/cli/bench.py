@@ -376,6 +376,39 @@ def dask(
         raise typer.Exit(1)
 
 
+@bench_app.command("console")
+def console_bench(
+    hosts: int = typer.Option(10_000, "--hosts", min=1, help="Hosts, written to the store as reported."),
+    consumers: int = typer.Option(1_000, "--consumers", min=1, help="Leaf consumers (under 20 parents)."),
+    allocations: int = typer.Option(20_000, "--allocations", min=0, help="Allocations of 1 slot, by the API."),
+    repeat: int = typer.Option(3, "--repeat", min=1, help="Navigations per page, and updates per kind."),
+    chromium: str = typer.Option("/usr/bin/chromium", "--chromium", help="The browser (Debian's chromium)."),
+    keep: bool = typer.Option(False, "--keep", help="Keep the work directory (logs, SQLite file)."),
+    json_out: bool = _JSON,
+) -> None:
+    """The console in Chromium at the service's scale: Overview, Consumers and Hosts interactive after a
+    navigation, the bytes each moves, and a committed change to the open page showing it."""
+    from apportion.bench.console_bench import ConsoleBenchSpec, render, run
+    from apportion.bench.machine import machine_info
+
+    errc = Console(stderr=True)
+
+    def progress(msg: str) -> None:
+        if not json_out:
+            errc.print(f"[dim]{msg}[/]", highlight=False)
+
+    spec = _spec(ConsoleBenchSpec, hosts=hosts, consumers=consumers, allocations=allocations, repeat=repeat,
+                 chromium=chromium, keep=keep)
+    try:
+        result = run(spec, progress)
+    except RuntimeError as e:
+        errc.print(f"apportion bench console: {e}", markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    _emit(machine_info(), result, json_out, render)
+    if not all(t["met"] for t in result["targets"].values()):
+        raise typer.Exit(1)
+
+
 @bench_app.command("activities")
 def activities(
     count: int = typer.Option(500, "--activities", min=1, help="Activities started through the API, for each "

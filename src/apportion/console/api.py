@@ -33,7 +33,7 @@ from apportion.service.master import ApiError, Master
 
 router = APIRouter(prefix="/v1", tags=["console"])
 KEEPALIVE = 15.0
-COALESCE = 0.2  # seconds: changes closer together than this go out as one message
+COALESCE = 0.1  # seconds: changes closer together than this go out as one message
 
 
 def _visible(p: Principal):  # noqa: ANN202 - a predicate on a consumer path (None: a deleted client's)

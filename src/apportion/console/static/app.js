@@ -100,7 +100,7 @@ async function render() {
 let timer = null;
 function refreshSoon() {
   if (timer) return;
-  timer = setTimeout(() => { timer = null; render(); }, 150);
+  timer = setTimeout(() => { timer = null; render(); }, 50);
 }
 
 async function route() {
@@ -124,15 +124,15 @@ function drawNav() {
 // --- log in / out -----------------------------------------------------------------------
 async function start() {
   $("login").hidden = true;
-  try {
-    const s = await api("/v1/summary");
-    session.kind = s.kind;
-  } catch (e) {
-    showLogin(e.message);
+  // the kind of plan, and whether the token is an admin's (an admin token may read the plan
+  // versions; any other is scoped), asked at once
+  const [s, versions] = await Promise.allSettled([api("/v1/summary"), api("/v1/plan/versions")]);
+  if (s.status === "rejected") {
+    showLogin(s.reason.message);
     return;
   }
-  // an admin token may read the plan; any other is scoped (the pages say so)
-  try { await api("/v1/plan/versions"); session.admin = true; } catch { session.admin = false; }
+  session.kind = s.value.kind;
+  session.admin = versions.status === "fulfilled";
   $("who").textContent = session.admin ? "admin" : "consumer token";
   $("logout").hidden = false;
   drawNav();
