@@ -309,6 +309,7 @@ class _Reader:
 
     def read_resource_list(self, node: Node, group: str, group_slots: int | None) -> list[str]:
         names: list[str] = []
+        seen: set[str] = set()
         for entry in node:
             if entry.name != "ResourceEntry":
                 self.unknown(entry, node)
@@ -318,10 +319,11 @@ class _Reader:
             if not host or any(c.isspace() for c in host):
                 self.problem(entry, f"{host!r} is not a host name")
                 continue
-            if host in names:
+            if host in seen:
                 self.problem(entry, f"host {host} is listed twice in resource group {group}")
                 continue
             names.append(host)
+            seen.add(host)
             text = entry.attrs.get("availableSlots")
             slots = self.integer(entry, text, what=f"{entry.label} availableSlots") if text is not None \
                 else group_slots
