@@ -27,7 +27,9 @@ SHOTS = Path(__file__).parents[2] / "docs" / "console"
 @pytest.fixture(scope="module")
 def ego(tmp_path_factory):
     w = tmp_path_factory.mktemp("ego")
-    m = start_master(w / "m", PLAN)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("APPORTION_HISTORY_SECONDS", "1")  # a sample a second, so the charts have a history here
+        m = start_master(w / "m", PLAN)
     agents = [start_agent(m, f"h{i}", w / f"h{i}", slots=4) for i in (1, 2, 3)]
     try:
         with m.http() as c:
@@ -207,3 +209,88 @@ def test_a_consumer_token_sees_only_its_subtree(browser, ego):
         with m.http() as c:
             c.delete(f"/v1/clients/{mine}")
             c.delete(f"/v1/clients/{theirs}")
+
+
+def test_a_tenant_kills_its_own_activity_and_an_admin_applies_a_plan_after_its_diff(browser, admin, ego):
+    m, tokens = ego
+    with m.http() as c:
+        mine = _client(c, "tenant", "/Research")
+        aid = _alloc(c, mine, "/Research", 1)
+        wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 1, 20, "granted")
+        host = next(iter(c.get(f"/v1/allocations/{aid}").json()["hosts"]))
+        act = c.post(f"/v1/allocations/{aid}/activities", json={"host": host, "argv": SLEEPER}).json()["id"]
+        wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20, "running")
+        con = Console(browser, m, tokens["/Research"])
+        try:
+            con.go(f"activity/{act}")
+            con.page.click(f"button[data-path='/v1/activities/{act}/kill']")
+            assert "Kill activity" in con.text("#confirm-text")
+            con.page.click("#confirm-no")  # cancelled: nothing happens
+            assert c.get(f"/v1/activities/{act}").json()["state"] == "running"
+            con.page.click(f"button[data-path='/v1/activities/{act}/kill']")
+            con.page.click("#confirm-yes")
+            wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] in ("killed", "exited"), 20,
+                       "the activity stopped")
+        finally:
+            con.close()
+        c.delete(f"/v1/clients/{mine}")
+
+        version = c.get("/v1/plan").json()["version"]
+        admin.go("plan")
+        assert admin.page.is_disabled("#plan-apply")  # no apply before a diff
+        admin.page.fill("#plan-text", PLAN.replace("/Apps/web, grace: 3", "/Apps/web, grace: 5"))
+        admin.page.click("#plan-diff")
+        admin.page.wait_for_selector("#plan-apply:not([disabled])")
+        admin.page.click("#plan-apply")
+        assert admin.page.is_visible("#confirm-detail")  # the confirmation shows the diff
+        admin.page.click("#confirm-yes")
+        wait_until(lambda: c.get("/v1/plan").json()["version"] == version + 1, 20, "the plan applied")
+        got = c.get("/v1/plan").json()
+        assert "grace: 5" in got["text"] and got["applied_by"] == "admin"
+        admin.until(lambda: admin.go("plan") and f"href=\"#/plan?version={version + 1}\"" in admin.page.content(),
+                    "the new version listed")
+
+
+def test_history_and_the_live_feed_follow_the_tokens_scope(ego):
+    import json
+
+    import httpx
+
+    m, tokens = ego
+    with m.http() as c:
+        got = wait_until(lambda: len(x := c.get("/v1/history", params={"span": "hour"}).json()["samples"]) >= 3
+                         and x, 20, "stored samples")
+        assert all(s["slots"] == 12 or s["hosts_closed"] for s in got[-2:])
+        assert {"demand", "allocations"} <= set(got[-1])
+        with m.http(tokens["/Research"]) as r:
+            scoped = r.get("/v1/history", params={"span": "day"}).json()["samples"]
+            assert scoped and "demand" not in scoped[-1] and "slots" in scoped[-1]
+            assert r.get("/v1/history", params={"span": "week"}).status_code == 422
+            assert r.get("/v1/plan/versions").status_code == 403
+
+        # the feed gives a consumer token its own subtree's events only, and change notices
+        seen: list[dict] = []
+        with httpx.Client(base_url=m.url, timeout=30,
+                          headers={"Authorization": f"Bearer {tokens['/Research']}"}) as r, \
+                r.stream("GET", "/v1/events") as stream:
+            lines = stream.iter_lines()
+            assert next(lines) == "event: hello"
+            theirs = _client(c, "feed-theirs", "/Apps/web")
+            _alloc(c, theirs, "/Apps/web", 1)
+            mine = _client(c, "feed-mine", "/Research")
+            aid = _alloc(c, mine, "/Research", 1)
+            kinds: set[str] = set()
+            for line in lines:
+                if line.startswith("data:"):
+                    body = json.loads(line[5:])
+                    if "kinds" in body:
+                        kinds |= set(body["kinds"])
+                    else:
+                        seen.append(body)
+                if kinds and any(e.get("allocation") == aid and e["type"] == "granted" for e in seen):
+                    break  # the change notice follows the events of its step
+        assert "allocations" in kinds
+        owners = {e.get("allocation") for e in seen if "allocation" in e}
+        assert owners == {aid}, seen  # nothing of /Apps/web's
+        c.delete(f"/v1/clients/{theirs}")
+        c.delete(f"/v1/clients/{mine}")
