@@ -57,3 +57,28 @@ def test_jobs_machines_and_classes_follow_the_api(browser, ducc):
             assert con.numbers()["up"] == str(c.get("/v1/summary").json()["up"])
     finally:
         con.close()
+
+
+def test_a_tenant_cancels_its_own_job_and_sees_no_other(browser, ducc):
+    m = ducc
+    with m.http() as c:
+        token = c.post("/v1/tokens", json={"kind": "consumer", "consumer": "/bob"}).json()["token"]
+        anns = c.post("/v1/jobs", json={"user": "ann", "memory": 1, "threads": 1, "work": list(range(400)),
+                                        "argv": worker(0.2)}).json()["id"]
+        with m.http(token) as b:
+            bobs = b.post("/v1/jobs", json={"memory": 1, "threads": 1, "work": list(range(400)),
+                                            "argv": worker(0.2)}).json()["id"]
+        con = Console(browser, m, token)
+        try:
+            con.go("jobs")
+            ids = con.page.eval_on_selector_all("tr[data-job]", "els => els.map(e => +e.dataset.job)")
+            assert bobs in ids and anns not in ids
+            con.page.click(f"button[data-path='/v1/jobs/{bobs}']")
+            con.page.click("#confirm-yes")
+            con.until(lambda: con.page.locator(f"tr[data-job='{bobs}'] [data-k=state]").inner_text() == "cancelled",
+                      "bob's job shown cancelled", timeout=30)
+            assert job(c, bobs)["state"] == "cancelled"
+            assert job(c, anns)["state"] not in ("cancelled",)
+        finally:
+            con.close()
+            c.delete(f"/v1/jobs/{anns}")
