@@ -232,11 +232,18 @@ class EventTimes:
         self.ended: dict[int, tuple[str, float]] = {}  # activity -> end state, arrival
         self.granted: list[tuple[str, int, float]] = []  # host, slots, arrival
         self.changed = threading.Condition()
+        self.error: Exception | None = None
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
-        with contextlib.suppress(StopIteration, Exception):
+        try:
+            self._take()
+        except Exception as e:  # noqa: BLE001 - said by wait() when it gives up
+            self.error = e
+
+    def _take(self) -> None:
+        with contextlib.suppress(StopIteration):
             for e in self.stream:
                 now = time.perf_counter()
                 with self.changed:
@@ -258,7 +265,8 @@ class EventTimes:
                     return got
                 left = end - time.monotonic()
                 if left <= 0:
-                    raise RuntimeError(f"waited {timeout:g} s for {what}")
+                    why = f" (the event stream failed: {self.error!r})" if self.error else ""
+                    raise RuntimeError(f"waited {timeout:g} s for {what}{why}")
                 self.changed.wait(left)
 
     def close(self) -> None:
@@ -304,7 +312,7 @@ def starts(spec: ActivitiesBenchSpec, c: Cluster, mode: str, containment: str,
         say(f"start ({mode}): {len(took)} running; stopping them")
         t0 = time.perf_counter()
         c.delete(alloc)
-        ev.wait(lambda: len(ev.ended) >= len(took), 120, "every activity to be reported ended")
+        wait_for_state(lambda: not c.running(alloc), 120, "every activity to be reported ended", every=0.01)
         stop_all = time.perf_counter() - t0
     finally:
         ev.close()
@@ -498,20 +506,24 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     def met(key: str) -> str:
         return "[green]met[/]" if r["targets"][key]["met"] else "[red]not met[/]"
 
+    def table(title: str, *columns: str) -> Table:
+        """A table of figures: a measure, value columns, the target, and whether it is met."""
+        t = Table(title=title)
+        t.add_column("measure")
+        for c in (*columns, "target"):
+            t.add_column(c, justify="right")
+        t.add_column("")
+        return t
+
     sp = r["spec"]
     console.print(f"[bold]machine[/]: {machine_line(machine)}")
     rev = r["revision"]
     console.print(f"[bold]revision[/]: {rev.get('commit') or 'unknown'}"
                   + (" with local edits" if rev.get("source_dirty") else ""))
     on, off, light = r["start"]["on"], r["start"]["off"], r["start"]["light"]
-    t = Table(title=f"apportion bench activities: start ({sp['activities']} activities on {sp['agents']} agents, "
-                    "API call to running reported)")
-    t.add_column("measure")
-    t.add_column(f"containment on ({', '.join(on['containment'])})", justify="right")
-    t.add_column(f"off ({', '.join(off['containment'])})", justify="right")
-    t.add_column("no process (--light)", justify="right")
-    t.add_column("target", justify="right")
-    t.add_column("")
+    t = table(f"apportion bench activities: start ({sp['activities']} activities on {sp['agents']} agents, "
+              "API call to running reported)", f"containment on ({', '.join(on['containment'])})",
+              f"off ({', '.join(off['containment'])})", "no process (--light)")
     t.add_row("p50", ms(on["p50_s"]), ms(off["p50_s"]), ms(light["p50_s"]), ms(TARGETS["start_p50_s"]),
               met("start_p50_s"))
     t.add_row("p99", ms(on["p99_s"]), ms(off["p99_s"]), ms(light["p99_s"]), ms(TARGETS["start_p99_s"]),
@@ -527,21 +539,13 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     console.print(t)
 
     s_on, s_off, live = r["stop"]["on"], r["stop"]["off"], r["stop"]["live"]
-    t = Table(title=f"stop: a tree of {sp['tree']} processes, {sp['daemons']} of them setsid daemons")
-    t.add_column("measure")
-    t.add_column(f"on ({s_on['containment']})", justify="right")
-    t.add_column(f"off ({s_off['containment']})", justify="right")
-    t.add_column("target", justify="right")
-    t.add_column("")
+    t = table(f"stop: a tree of {sp['tree']} processes, {sp['daemons']} of them setsid daemons",
+              f"on ({s_on['containment']})", f"off ({s_off['containment']})")
     t.add_row(f"SIGKILL to empty, median of {len(s_on['times_s'])}", ms(s_on["median_s"]), ms(s_off["median_s"]),
               "", "")
     t.add_row("SIGKILL to empty, max", ms(s_on["max_s"]), ms(s_off["max_s"]), ms(TARGETS["stop_s"]), met("stop_s"))
     console.print(t)
-    t = Table(title=f"stop, live ({live['containment']}): the tree's allocation deleted while a beneficiary waits")
-    t.add_column("measure")
-    t.add_column("value", justify="right")
-    t.add_column("target", justify="right")
-    t.add_column("")
+    t = table(f"stop, live ({live['containment']}): the tree's allocation deleted while a beneficiary waits", "value")
     t.add_row("processes of the tree seen", str(live["processes_seen"]), str(sp["tree"]), "")
     t.add_row("delete to the last process gone", ms(live["delete_to_last_gone_s"]), "", "")
     t.add_row("delete to the activity ended", ms(live["delete_to_ended_s"]), "", "")
@@ -552,12 +556,8 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     console.print(t)
 
     o_on, o_off = r["overhead"]["on"], r["overhead"]["off"]
-    t = Table(title=f"overhead: one agent with {sp['busy']} running activities, {o_on['window_s']:.0f} s window")
-    t.add_column("measure")
-    t.add_column(f"on ({o_on['containment']})", justify="right")
-    t.add_column(f"off ({o_off['containment']})", justify="right")
-    t.add_column("target", justify="right")
-    t.add_column("")
+    t = table(f"overhead: one agent with {sp['busy']} running activities, {o_on['window_s']:.0f} s window",
+              f"on ({o_on['containment']})", f"off ({o_off['containment']})")
     t.add_row("agent CPU, share of one core", f"{o_on['core_share']:.2%}", f"{o_off['core_share']:.2%}",
               f"{TARGETS['overhead_core']:.0%}", met("overhead_core"))
     t.add_row("agent resident memory", f"{o_on['rss_mib']:.0f} MiB", f"{o_off['rss_mib']:.0f} MiB", "", "")
