@@ -66,8 +66,35 @@ def host_counts(m: Master) -> dict[str, int]:
             "free": free}
 
 
+_demand_cache: dict[tuple[int, int, str | None], tuple[int, int]] = {}  # (master, change, scope) -> totals
+
+
+async def _demand(request: Request, m: Master, p: Principal) -> tuple[int, int]:
+    """Demand and shortfall of the leaves ``p`` may see, from the engine's report; taken again
+    only after a committed step changed something (the report walks every consumer)."""
+    feed = getattr(request.app.state, "console_feed", None)
+    key = (id(m), feed.seq if feed is not None else -1, p.consumer if p.kind != "admin" else None)
+    if feed is not None and key in _demand_cache:
+        return _demand_cache[key]
+    report = await run(m, m.op_report())
+    leaves = m.engine.state.consumers
+    demand = shortfall = 0
+    for path, line in report.consumers.items():
+        c_ = leaves.get(path)
+        if c_ is None or not c_.is_leaf or not p.may_see(path):
+            continue
+        for gl in line.groups.values():
+            demand += gl.demand
+            shortfall += gl.shortfall
+    if feed is not None and key[1] == feed.seq:  # nothing changed while the report was made
+        if len(_demand_cache) > 256 or any(k[1] != feed.seq for k in _demand_cache):
+            _demand_cache.clear()
+        _demand_cache[key] = (demand, shortfall)
+    return demand, shortfall
+
+
 @router.get("/summary")
-async def summary(c: Caller = Depends(user)) -> Any:
+async def summary(request: Request, c: Caller = Depends(user)) -> Any:
     """The Overview: hosts up, down and closed; slots used and free; the allocations, demand,
     shortfall and reclaims in flight the token may see (DUCC: its jobs by state)."""
     p, m = c.p, c.m
@@ -88,17 +115,7 @@ async def summary(c: Caller = Depends(user)) -> Any:
                 jobs[key] = jobs.get(key, 0) + 1
         out["jobs"] = jobs
         return answer(out)
-    report = await run(m, m.op_report())
-    leaves = m.engine.state.consumers
-    demand = shortfall = 0
-    for path, line in report.consumers.items():
-        c_ = leaves.get(path)
-        if c_ is None or not c_.is_leaf or not p.may_see(path):
-            continue
-        for gl in line.groups.values():
-            demand += gl.demand
-            shortfall += gl.shortfall
-    out["demand"], out["shortfall"] = demand, shortfall
+    out["demand"], out["shortfall"] = await _demand(request, m, p)
     return answer(out)
 
 
