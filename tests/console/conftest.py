@@ -57,7 +57,8 @@ class Console:
     def go(self, where: str, timeout: float = 15_000) -> Any:
         """Open ``#/where`` and wait until its data is drawn."""
         self.page.evaluate("""w => { document.getElementById('page').dataset.loaded = '';
-            if (location.hash === w) window.dispatchEvent(new HashChangeEvent('hashchange')); else location.hash = w; }""",
+            if (location.hash === w) window.dispatchEvent(new HashChangeEvent('hashchange'));
+            else location.hash = w; }""",
                            "#/" + where)
         self.page.wait_for_function("() => document.getElementById('page').dataset.loaded", timeout=timeout)
         return self.page

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as FPath
 from fastapi.responses import StreamingResponse
 
 from apportion.console.feed import Feed
@@ -120,7 +121,7 @@ async def summary(request: Request, c: Caller = Depends(user)) -> Any:
 
 
 @router.get("/hostmap")
-async def hostmap(offset: int = Query(0, ge=0), limit: int = Query(2000, ge=1, le=10_000),
+async def hostmap(offset: int = Query(0, ge=0, le=2**31 - 1), limit: int = Query(2000, ge=1, le=10_000),
                   state: Literal["ok", "closed", "down"] | None = None,
                   name: str | None = Query(None, max_length=200, description="only hosts whose name has this"),
                   c: Caller = Depends(user)) -> Any:
@@ -207,7 +208,7 @@ def _feed(request: Request) -> Feed:
 
 
 @router.get("/events", responses={200: {"content": {"text/event-stream": {}}}})
-async def all_events(request: Request, after: int = Query(0, ge=0, description="events after this id"),
+async def all_events(request: Request, after: int = Query(0, ge=0, le=2**63 - 1, description="events after this id"),
                      c: Caller = Depends(user)) -> StreamingResponse:
     """Server-Sent Events: ``event: hello`` (the newest event id and change number), then
     every event of the token's subtree as it is committed (``id:`` its event id) and, after
@@ -265,7 +266,8 @@ async def plan_versions(request: Request, c: Caller = Depends(admin)) -> Any:
 
 
 @router.get("/plan/versions/{version}")
-async def plan_version(request: Request, version: int, c: Caller = Depends(admin)) -> Any:
+async def plan_version(request: Request, version: int = FPath(..., ge=1, le=2**31 - 1),
+                       c: Caller = Depends(admin)) -> Any:
     got = await asyncio.to_thread(_versions, request.app.state.writer.engine, version)
     if not got:
         raise ApiError(404, f"no plan version {version}")

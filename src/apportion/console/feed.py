@@ -88,7 +88,8 @@ class Feed:
         return frozenset(out)
 
     def events_after(self, after: int, visible: Any, limit: int = 500) -> list[dict[str, Any]]:
-        """The kept events after id ``after`` whose consumer ``visible(consumer)`` allows (None: its client is gone), oldest first."""
+        """The kept events after id ``after`` whose consumer ``visible(consumer)`` allows (None:
+        its client is gone), oldest first."""
         out = []
         for consumer, body in reversed(self.events):
             if body["id"] <= after:
