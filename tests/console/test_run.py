@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from apportion.cli.run import new_lines
 from tests.service.live import CLI, start_agent, start_master, wait_until
@@ -133,3 +135,13 @@ def test_rg_watch_redraws_until_ctrl_c(cluster):
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
     assert p.returncode == 0
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=8), st.lists(st.sampled_from("abc"), max_size=8),
+       st.integers(0, 16))
+def test_new_lines_never_lose_or_invent_a_line(old, more, keep):
+    # the master's tail after more output: the last `keep` lines of everything so far
+    tail = (old + more)[-keep:] if keep else []
+    got = new_lines(old, tail)
+    assert (old + got)[len(old + got) - len(tail):] == tail  # what was shown then ends with the tail
+    assert len(got) <= len(tail)
