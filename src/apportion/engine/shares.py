@@ -167,6 +167,13 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
     (capped by its need) and nothing more. A large dynamic division without caps
     is done in floats where that provably rounds the same (``fastshares``; its
     shares are then floats); ``fast=False`` always uses the rationals."""
+    if dynamic and cap is None and size > 0 and sum(leaf_need.values()) <= size:
+        # the pool covers every need: each leaf that takes part gets its need (what the
+        # division below comes to, without walking the tree: a cycle in an idle cluster
+        # then costs what its changes do, not what the tree does)
+        part = tree.takes_part
+        exact = {leaf: n for leaf, n in leaf_need.items() if n > 0 and part(top, leaf)}
+        return dict(exact), exact
     leaves = [leaf for leaf, n in leaf_need.items() if n > 0]
     if size <= 0 or not leaves:
         return {}, {}

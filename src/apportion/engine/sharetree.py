@@ -22,7 +22,7 @@ class ShareTree:
     is better, None last) and ``index`` (plan order) come from the plan.
     """
 
-    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast")
+    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast", "_part")
 
     def __init__(
         self,
@@ -39,6 +39,7 @@ class ShareTree:
         self._planned: dict[tuple[str, int], dict[str, Fraction]] = {}
         self._bands: dict[str, list[list[str]]] = {}
         self.fast: dict[str, object] = {}  # top -> the arrays of fastshares, made on first use
+        self._part: dict[str, dict[str, bool]] = {}  # top -> leaf -> takes part in its divisions
 
     def bands(self, node: str) -> list[list[str]]:
         """Children with a positive ratio, grouped by priority, best band first."""
@@ -49,6 +50,21 @@ class ShareTree:
                 if self.ratio[child] > 0:
                     by_band.setdefault(self.band[child], []).append(child)
             got = self._bands[node] = [by_band[k] for k in sorted(by_band)]
+        return got
+
+    def takes_part(self, top: str, leaf: str) -> bool:
+        """Whether ``leaf`` takes part in divisions below ``top``: no ratio-0 node on
+        the way up (what ``support`` keeps); worked out once per top and leaf."""
+        known = self._part.setdefault(top, {})
+        got = known.get(leaf)
+        if got is None:
+            node, got = leaf, True
+            while node != top:
+                if self.ratio[node] <= 0:
+                    got = False
+                    break
+                node = self.parent[node]
+            known[leaf] = got
         return got
 
     def support(self, top: str, leaves: Iterable[str]) -> list[str]:
