@@ -56,6 +56,16 @@ def test_limits_arithmetic():
     assert ducc_limits(2, 15)["memory"] == 30 * GB
 
 
+def test_every_activity_state_is_live_or_ended_and_the_api_filters_by_each():
+    from typing import get_args
+
+    from apportion.service.api.schemas import ActivityState
+    from apportion.service.published import ENDED_STATES, LIVE_STATES
+
+    assert sorted(get_args(ActivityState)) == sorted(LIVE_STATES + ENDED_STATES)
+    assert not set(LIVE_STATES) & set(ENDED_STATES)
+
+
 def test_ducc_accounts_map_users_and_are_checked_with_their_line():
     base = "ducc:\n  properties: {ducc.rm.share.quantum: 1}\n"
     live = compile_ducc_live(base + "  accounts: {ann: ann_os, '*': nobody}\n")
@@ -141,6 +151,9 @@ def test_reports_end_to_end_through_the_agent_protocol(tmp_path: Path) -> None:
         listed = c.get("/v1/activities", params={"host": "h1", "state": "running"}).json()["activities"]
         assert [x["id"] for x in listed] == [act] and listed[0]["usage"] == later
         assert c.get("/v1/activities", params={"state": "exited"}).json()["activities"] == []
+        for bad in ({"state": "zombie"}, {"host": "no spaces"}, {"allocation": "x"}):
+            r = c.get("/v1/activities", params=bad)
+            assert r.status_code == 422 and list(bad)[0] in r.text, (bad, r.text)
 
         # Prometheus: the host's activities' memory and CPU, its alien processes
         _beat(c, [{**run, "usage": later}], host={"alien": 3})

@@ -73,6 +73,7 @@ class TokenIn(_In):
     host: HostName | None = None
 
 
+ActivityState = Literal["starting", "running", "exited", "killed", "failed", "lost"]  # published.py's, all of them
 Bytes = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]  # cgroup v1 "unlimited" is near 2**63
 Reason = Annotated[str, StringConstraints(max_length=1000)]
 

@@ -8,7 +8,16 @@ from fastapi import APIRouter, Depends, HTTPException, Response
 
 from apportion.service import audit, removals
 from apportion.service.api.deps import answer, run
-from apportion.service.api.schemas import ActivityIn, AllocationChange, AllocationIn, ClientIn, ReleaseIn, groups_of
+from apportion.service.api.schemas import (
+    ActivityIn,
+    ActivityState,
+    AllocationChange,
+    AllocationIn,
+    ClientIn,
+    HostName,
+    ReleaseIn,
+    groups_of,
+)
 from apportion.service.auth import Caller, Principal, require_consumer, user
 from apportion.service.master import ApiError, Master
 from apportion.service.published import ActivityPub, AllocationPub
@@ -140,8 +149,8 @@ async def start_activity(aid: int, body: ActivityIn, c: Caller = Depends(user)) 
 
 
 @router.get("/activities")
-async def list_activities(allocation: int | None = None, host: str | None = None, state: str | None = None,
-                          c: Caller = Depends(user)) -> dict[str, Any]:
+async def list_activities(allocation: int | None = None, host: HostName | None = None,
+                          state: ActivityState | None = None, c: Caller = Depends(user)) -> dict[str, Any]:
     p, m = c.p, c.m
     out = []
     for act in m.activities.values():
