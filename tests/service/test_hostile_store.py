@@ -53,6 +53,9 @@ def test_rows_the_master_cannot_accept_are_quarantined_and_it_serves_the_rest(tm
             "VALUES ('hinf', 4, 9e999, 'linux', '{}', 'ok', 0, 0)",
             "INSERT INTO hosts (name, slots, memory, os, attributes, state, closed, last_seen) "
             "VALUES ('hbadjson', 4, 1, 'linux', '{not json', 'ok', 0, 0)",
+            # a row that looks right but the plan compiler refuses: found when the master is built
+            "INSERT INTO hosts (name, slots, memory, os, attributes, state, closed, last_seen) "
+            "VALUES ('bad host', 4, 1, 'linux', '{}', 'ok', 0, 0)",
             f"INSERT INTO allocations (id, client, consumer, groups, min, max, \"order\", exclusive, requirement, "
             f"blocked, seq, created_at) VALUES (900, {client}, '/A', '[]', 0, 1, 1, 0, '{deep}', '[]', 900, 0)",
             f"INSERT INTO allocations (id, client, consumer, groups, min, max, \"order\", exclusive, requirement, "
@@ -63,16 +66,17 @@ def test_rows_the_master_cannot_accept_are_quarantined_and_it_serves_the_rest(tm
         assert code == 1
         assert {(e["table"], e["key"]) for e in found["would_set_aside"]} >= {
             ("hosts", "hinf"), ("hosts", "hbadjson"), ("allocations", "900"), ("allocations", "901"),
-            ("plans", str(version + 1))}
+            ("plans", str(version + 1)), ("hosts", "bad host")}
         assert found["quarantined"] == 0  # a check changes nothing
 
         m.restart()
         ready = json.loads(__import__("httpx").get(m.url + "/readyz").text)
         named = {(e["table"], e["key"]): e["reason"] for e in ready["quarantine"]}
-        assert ready["quarantined"] == 5, ready
+        assert ready["quarantined"] == 6, ready
         assert "memory" in named[("hosts", "hinf")] and "inf" in named[("hosts", "hinf")]
         assert "parentheses" in named[("allocations", "900")]
         assert "min" in named[("allocations", "901")]
+        assert "spaces" in named[("hosts", "bad host")]
         with m.http() as c:
             assert c.get("/v1/plan").json()["version"] == version  # the newest plan that compiles
             wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up again")
@@ -84,9 +88,9 @@ def test_rows_the_master_cannot_accept_are_quarantined_and_it_serves_the_rest(tm
             wait_until(lambda: c.get(f"/v1/allocations/{more}").json()["held"] == 1, 20, "granted after")
             assert more > 901  # a quarantined row's id is not given again
         code, found = check(m)
-        assert code == 1 and found["would_set_aside"] == [] and found["quarantined"] == 5
+        assert code == 1 and found["would_set_aside"] == [] and found["quarantined"] == 6
         m.restart()  # a second start finds nothing new
-        assert __import__("httpx").get(m.url + "/readyz").json()["quarantined"] == 5
+        assert __import__("httpx").get(m.url + "/readyz").json()["quarantined"] == 6
     finally:
         agent.kill()
         m.proc.kill()

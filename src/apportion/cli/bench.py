@@ -455,6 +455,8 @@ def soak(
                            "made from db test and dropped after)."),
     agents: int = typer.Option(20, "--agents", min=4, help="Agents: four run real processes, the rest are light."),
     seed: int = typer.Option(18, "--seed", help="The random faults' and workload's seed."),
+    workdir: Path | None = typer.Option(None, "--workdir", help="Keep the logs and the SQLite file here "
+                                        "(default: a temporary directory, removed after)."),
     json_out: bool = _JSON,
 ) -> None:
     """A real master under mixed work, SIGKILLs of master, agents and processes, and hostile
@@ -465,7 +467,9 @@ def soak(
 
     if db not in ("sqlite", "postgres"):
         raise typer.BadParameter("sqlite or postgres", param_hint="--db")
-    result = run_soak(minutes, db=db, agents=agents, seed=seed)
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    result = run_soak(minutes, db=db, agents=agents, seed=seed, workdir=workdir)
     _emit(machine_info(), result, json_out, render)
     if result["violations"]:
         raise typer.Exit(1)

@@ -106,10 +106,19 @@ def server(
     url = _db_url(db)
     engine = make_engine(url)
     upgrade(engine)
-    for e in quarantine.sweep(engine)[0]:  # before anything is read: a row no master can accept is set aside
+    # before anything is read: a row no master can accept is set aside (the plan in force with
+    # the hosts is checked only if it does not parse: a compile at every start costs restart time)
+    for e in quarantine.sweep(engine, plan=False)[0]:
         typer.echo(f"set aside in quarantine: {e.table} {e.key}: {e.reason}", err=True)
     writer = StoreWriter(engine)
     in_force = writer.plan_in_force()
+    try:
+        if in_force is not None:
+            liveplan.parse(in_force.text, "<plan in force>", positions=False)
+    except PlanError:
+        for e in quarantine.sweep(engine)[0]:
+            typer.echo(f"set aside in quarantine: {e.table} {e.key}: {e.reason}", err=True)
+        in_force = writer.plan_in_force()
     if plan is not None and ducc is not None:
         typer.echo("give --plan or --ducc, not both", err=True)
         raise typer.Exit(2)

@@ -195,20 +195,35 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
                 # it runs, then they are put out of its reach (gc.freeze), and young objects
                 # are collected less often, so no full collection walks the whole engine
                 # again and again (restart time, latency tails)
-                try:  # rows the master can no longer accept are set aside, never fatal
-                    if config.swept:
-                        n, latest = await asyncio.to_thread(quarantine.held_in, db)
-                    else:
-                        _, n, latest = await asyncio.to_thread(quarantine.sweep, db)
-                    app.state.quarantine = (n, [e.json() for e in latest])
-                except Exception as e:  # noqa: BLE001 - the check must not keep the master down either
-                    log.error("the quarantine check failed: %s: %s", e.__class__.__name__, str(e)[:300])
-                gc.disable()
-                try:
+                async def sweep(plan: bool) -> None:
+                    """Rows the master can no longer accept are set aside, never fatal; the
+                    plan with the hosts is checked only when the master could not be built
+                    from the store (compiling it twice would slow every restart)."""
+                    try:
+                        if config.swept and not plan:
+                            n, latest = await asyncio.to_thread(quarantine.held_in, db)
+                        else:
+                            _, n, latest = await asyncio.to_thread(quarantine.sweep, db, False, plan)
+                        app.state.quarantine = (n, [e.json() for e in latest])
+                    except Exception as e:  # noqa: BLE001 - the check must not keep the master down either
+                        log.error("the quarantine check failed: %s: %s", e.__class__.__name__, str(e)[:300])
+
+                async def build() -> Master:
                     snapshot = await asyncio.to_thread(writer.load)
                     kind = DuccMaster if is_ducc_plan(liveplan.parse(snapshot.plan_text, "<plan in force>",
                                                                       positions=False).data) else Master
-                    m = kind(writer, snapshot, config.settings)
+                    return kind(writer, snapshot, config.settings)
+
+                await sweep(False)
+                gc.disable()
+                try:
+                    try:
+                        m = await build()
+                    except Exception as e:  # noqa: BLE001 - what the store holds cannot be served: set it aside
+                        log.error("the master cannot be built from the store (%s: %s): checking the plan "
+                                  "with the hosts", e.__class__.__name__, str(e)[:300])
+                        await sweep(True)
+                        m = await build()
                 finally:
                     gc.freeze()
                     gc.set_threshold(50_000, 20, 100)

@@ -319,18 +319,21 @@ def held_in(engine: Engine) -> tuple[int, list[SetAside]]:
         return held(c)
 
 
-def sweep(engine: Engine, dry_run: bool = False) -> tuple[list[SetAside], int, list[SetAside]]:
-    """Check the store; unless ``dry_run``, move what fails into quarantine (one transaction).
+def sweep(engine: Engine, dry_run: bool = False, plan: bool = True) -> tuple[list[SetAside], int, list[SetAside]]:
+    """Check the store (``plan``: the plan in force with the hosts too, which costs a compile);
+    unless ``dry_run``, move what fails into quarantine (one transaction).
     (set aside now, count in quarantine, the latest entries in quarantine)."""
     if dry_run:
         with engine.connect() as c:
             s = Sweep(c)
             s.rows()
-            s.plan()
+            if plan:
+                s.plan()
             return [e for e, *_ in s.found] + [e for e, _ in s.plans_aside], *held(c)
     with engine.begin() as c:
         s = Sweep(c)
         s.rows()
-        s.plan()
+        if plan:
+            s.plan()
         now = s.move()
         return now, *held(c)
