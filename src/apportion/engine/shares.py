@@ -171,8 +171,11 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
         # the pool covers every need: each leaf that takes part gets its need (what the
         # division below comes to, without walking the tree: a cycle in an idle cluster
         # then costs what its changes do, not what the tree does)
-        part = tree.takes_part
-        exact = {leaf: n for leaf, n in leaf_need.items() if n > 0 and part(top, leaf)}
+        if tree.zero:
+            part = tree.takes_part
+            exact = {leaf: n for leaf, n in leaf_need.items() if n > 0 and part(top, leaf)}
+        else:
+            exact = {leaf: n for leaf, n in leaf_need.items() if n > 0}
         return dict(exact), exact
     leaves = [leaf for leaf, n in leaf_need.items() if n > 0]
     if size <= 0 or not leaves:

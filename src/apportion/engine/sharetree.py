@@ -22,7 +22,7 @@ class ShareTree:
     is better, None last) and ``index`` (plan order) come from the plan.
     """
 
-    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast", "_part")
+    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast", "_part", "zero")
 
     def __init__(
         self,
@@ -40,6 +40,7 @@ class ShareTree:
         self._bands: dict[str, list[list[str]]] = {}
         self.fast: dict[str, object] = {}  # top -> the arrays of fastshares, made on first use
         self._part: dict[str, dict[str, bool]] = {}  # top -> leaf -> takes part in its divisions
+        self.zero = any(r <= 0 for r in ratio.values())  # some node has ratio 0: not every leaf takes part
 
     def bands(self, node: str) -> list[list[str]]:
         """Children with a positive ratio, grouped by priority, best band first."""

@@ -150,4 +150,4 @@ def ducc_simulate(plan_path: str | os.PathLike[str], trace: Trace, map_path: str
     res["unfinished"] = sum(1 for jid in tjobs if jid not in runner.finished)
     res["ended"] = runner.ended
     res["unit"] = f"share quantum ({cfg.quantum(next(iter(cfg.nodepools)))} GB)"
-    return SimRun(res, rec.series(series_points))
+    return SimRun(res, rec, series_points)

@@ -20,13 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
-class SimRun:
-    """A finished simulation: its figures (the JSON contract) and the series behind the plots."""
-
-    result: dict[str, Any]
-    series: dict[str, Any] = field(default_factory=dict)
-
 BSLD_BOUND = 10.0  # seconds: bounded slowdown's floor on the run time
 SERIES_POINTS = 400  # points per series in the result (time-weighted means over bins)
 
@@ -358,3 +351,20 @@ def binned(changes: array, edges: list[float], initial: float) -> list[float]:
         w = edges[k + 1] - edges[k]
         out[k] = out[k] / w if w > 0 else value
     return out
+
+
+@dataclass
+class SimRun:
+    """A finished simulation: its figures (the JSON contract) and, worked out when first
+    asked (``--out``, not ``--json``), the series behind the plots and CSV files."""
+
+    result: dict[str, Any]
+    recorder: Recorder | None = None
+    points: int = SERIES_POINTS
+    _series: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def series(self) -> dict[str, Any]:
+        if self._series is None:
+            self._series = self.recorder.series(self.points) if self.recorder is not None else {}
+        return self._series

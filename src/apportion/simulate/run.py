@@ -70,7 +70,7 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
         if on_replay is not None:
             on_replay(r)
         r.run()
-        run = SimRun(r.result(), r.rec.series(series_points))
+        run = SimRun(r.result(), r.rec, series_points)
         run.result["arrived"] = r.arrived
     res = run.result
     res["plan"] = os.fspath(plan_path)
