@@ -170,11 +170,10 @@ def test_execution_users_run_as_themselves_and_refused_users_start_nothing(tmp_p
 HOG = [sys.executable, "-c", """
 import os, sys
 from apportion.client import work
-marks = sys.argv[1]
+mark = os.path.join(sys.argv[1], "hogged")
 items = work()
 for n in items:
-    mark = os.path.join(marks, str(n))
-    if not os.path.exists(mark):
+    if not os.path.exists(mark):   # the first process only, holding what it was given
         open(mark, "w").close()
         hog = b"x" * (1536 << 20)   # 1.5 GiB, beyond the 1 GiB share: the kernel kills this process
         print("survived", len(hog), flush=True)
@@ -195,17 +194,17 @@ def test_a_ducc_process_beyond_its_share_fails_its_items_with_share_size_exceede
             hosts = c.get("/v1/hosts").json()["hosts"]
             if any(h["containment"] == "process-group" for h in hosts):
                 pytest.skip("no cgroup memory controller here: a memory limit needs cgroups (cgroup-v1 or v2)")
-            jid = c.post("/v1/jobs", json={"memory": 1, "threads": 1, "work": [0, 1, 2], "retries": 3,
+            jid = c.post("/v1/jobs", json={"memory": 1, "threads": 3, "work": [0, 1, 2], "retries": 3,
                                            "argv": [*HOG, str(marks)]}).json()["id"]
             j = wait_until(lambda: (x := c.get(f"/v1/jobs/{jid}").json())["state"] in ("done", "failed") and x,
                            120, f"job {jid} ended")
             assert j["state"] == "done" and j["items"]["done"] == 3 and j["items"]["failed"] == 0, j
             evs = events(c, j["client"])
             failed = [e for e in evs if e["type"] == "items_failed"]
-            assert failed and all(e["error"].startswith("ShareSizeExceeded") for e in failed), failed
-            assert sorted(i for e in failed for i in e["items"]) == [0, 1, 2], failed
+            assert len(failed) == 1 and failed[0]["error"].startswith("ShareSizeExceeded"), failed
+            assert 0 in failed[0]["items"], failed  # at least the item it was working on
             ooms = [e for e in evs if e["type"] == "activity" and e.get("oom")]
-            assert ooms and all(e["state"] == "killed" and e["stop_reason"] for e in ooms), ooms
+            assert len(ooms) == 1 and ooms[0]["state"] == "killed" and "out of memory" in ooms[0]["stop_reason"], ooms
             act = c.get(f"/v1/activities/{ooms[0]['activity']}").json()
             assert act["oom"] is True and act["limits"]["memory"] == GB and act["user"] == "nobody", act
             # every item was done by a process other than the one killed holding it
@@ -217,8 +216,11 @@ def test_a_ducc_process_beyond_its_share_fails_its_items_with_share_size_exceede
                                         {"j": jid}).all()
             finally:
                 eng.dispose()
+            assert {idx for idx, *_ in rows} == {0, 1, 2}
             for idx, state, share, attempts in rows:
-                assert state == "done" and share != killed_share[idx] and attempts == 2, (idx, state, share)
+                assert state == "done", (idx, state)
+                if idx in killed_share:  # a failed try, then done by another process
+                    assert share != killed_share[idx] and attempts == 2, (idx, share, attempts)
             # the host and the other work are unharmed
             assert all(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"])
             assert json.dumps(j)  # the job's view stays JSON
