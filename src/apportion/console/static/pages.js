@@ -111,7 +111,7 @@ const hosts = {
   title: "Hosts", kinds: ["hosts", "allocations", "activities"],
   async render(route) {
     const by = route.params.get("by") === "memory" ? "memory" : "slots";
-    const size = 2000;
+    const size = 1000;
     const page = Number(route.params.get("page") || 0);
     const q = new URLSearchParams({ offset: page * size, limit: size });
     for (const k of ["state", "name"]) if (route.params.get(k)) q.set(k, route.params.get(k));
