@@ -140,6 +140,7 @@ def test_execution_users_run_as_themselves_and_refused_users_start_nothing(tmp_p
                 assert ev and ev[0]["stop_reason"] == end["stop_reason"] and ev[0]["oom"] is False, ev
                 refused[user] = end
             assert not Path("/tmp/should-not-exist").exists()
+            refused_id = refused["root"]["id"]
             # the others run on
             assert c.get(f"/v1/activities/{act}").json()["state"] == "running"
             assert _proc_uids(pid)[0] == uid
@@ -151,6 +152,12 @@ def test_execution_users_run_as_themselves_and_refused_users_start_nothing(tmp_p
             r = subprocess.run([*CLI, "activity", "list", "--host", "h1", "--state", "running"], env=env,
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0 and name in r.stdout and str(uid) in r.stdout, r.stdout + r.stderr
+            r = subprocess.run([*CLI, "activity", "view", str(act)], env=env, capture_output=True, text=True,
+                               timeout=60)
+            assert r.returncode == 0 and f"as {name} (uid {uid}); memory " in r.stdout, r.stdout + r.stderr
+            r = subprocess.run([*CLI, "activity", "view", str(refused_id)], env=env, capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0 and "why: user root" in r.stdout, r.stdout + r.stderr
             r = subprocess.run([*CLI, "host", "list"], env=env, capture_output=True, text=True, timeout=60)
             assert r.returncode == 0 and host["containment"] in r.stdout, r.stdout + r.stderr
 

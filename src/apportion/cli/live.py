@@ -440,6 +440,16 @@ def activity_view(id: Annotated[int, typer.Argument(help="The activity id.")],
         out.print(f"activity {a.get('id')} of allocation {a.get('allocation')} on {a.get('host')}: "
                   f"{a.get('state')}" + (f", exit code {a['exit_code']}" if a.get("exit_code") is not None else "")
                   + (f", signal {a['signal']}" if a.get("signal") is not None else ""), highlight=False)
+        if a.get("stop_reason"):
+            out.print(f"why: {a['stop_reason']}" + (" (out of memory)" if a.get("oom") else ""), markup=False,
+                      highlight=False)
+        if a.get("user") is not None or a.get("usage") or a.get("limits"):
+            usage, limits = a.get("usage") or {}, a.get("limits") or {}
+            cpu = usage.get("cpu_seconds")
+            out.print(f"as {a.get('user') or '-'} (uid {'-' if a.get('uid') is None else a['uid']}); memory "
+                      f"{_memory(a)}, peak {_mib(usage.get('memory_peak'))}; CPU "
+                      f"{'-' if cpu is None else f'{cpu:.2f} s'}, weight {limits.get('cpu_weight') or '-'}; "
+                      f"pids limit {limits.get('pids') or '-'}", markup=False, highlight=False)
         for stream in ("stdout", "stderr"):
             for line in v["output"].get(stream) or []:
                 out.print(f"{stream}: {line}", markup=False, highlight=False)
