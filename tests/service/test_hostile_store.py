@@ -145,3 +145,21 @@ def test_the_store_file_is_its_owners_alone(tmp_path):
         assert os.path.exists(path)
     finally:
         m.proc.kill()
+
+
+def test_an_id_taken_while_the_counters_are_loaded_is_not_given_again(tmp_path):
+    """Found by the soak: an audit row written while the master started took an id, the
+    master's load then read the counters without it, and its next batch took the same id."""
+    from apportion.service.store.counters import Counters
+    from apportion.service.store.db import make_engine, upgrade
+
+    engine = make_engine(f"sqlite:///{tmp_path / 's.db'}")
+    upgrade(engine)
+    counters = Counters()
+    with engine.connect() as early:
+        first = counters.take(early, "audit", 1)  # its transaction is not committed yet
+        with engine.connect() as c:
+            counters.load(c)  # reads the store without it
+        early.rollback()
+    with engine.begin() as c:
+        assert counters.take(c, "audit", 1) > first

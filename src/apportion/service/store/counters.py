@@ -73,8 +73,13 @@ class Counters:
                     self.top = got
 
     def load(self, c: Connection) -> dict[str, int]:
+        """The counters as stored, never below what this process already gave: an id taken
+        by a transaction not yet committed when they are read (an audit row written while
+        the master starts) stays taken."""
         got = read(c)
         with self.lock:
+            if self.top is not None:
+                got = {k: max(v, self.top.get(k, 0)) for k, v in got.items()}
             self.top = got
             return dict(got)
 
