@@ -45,6 +45,7 @@ from apportion.bench.service_bench import CLI, Proc, _free_port, run_dir, wait_f
 TARGETS = {"start_p50_s": 0.025, "start_p99_s": 0.100, "stop_s": 0.5, "overhead_core": 0.05}
 SLEEPER = ["sleep", "86400"]  # any execution user can run it; stopped by the bench
 OFF = "process-group"
+WAVE = 10  # the busy agent's activities are started this many at a time
 LIGHT = "light"  # an agent that starts no process (--light): what the master and the protocol cost alone
 
 
@@ -398,10 +399,11 @@ def overhead(spec: ActivitiesBenchSpec, c: Cluster, mode: str, containment: str,
     client = c.client(f"bench-{section}", "/bench/run")
     a = c.allocate(client, "/bench/run", section, spec.busy, spec.busy)
     wait_for_state(lambda: c.held(a) == spec.busy, 60, "the busy agent's grant")
-    for _ in range(spec.busy):
-        c.post(f"/v1/allocations/{a}/activities", {"host": f"{section}-0", "argv": SLEEPER})
-    wait_for_state(lambda: sum(x["state"] == "running" for x in c.running(a)) == spec.busy, 120,
-                   f"{spec.busy} activities running")
+    for first in range(0, spec.busy, WAVE):  # a burst of hundreds of starts at once is another figure
+        n = min(WAVE, spec.busy - first)
+        for _ in range(n):
+            c.post(f"/v1/allocations/{a}/activities", {"host": f"{section}-0", "argv": SLEEPER})
+        wait_for_state(lambda n=first + n: _running_or_say(c, a, n), 120, f"{first + n} activities running")
     say(f"overhead: {spec.busy} activities run on one agent ({level}); measuring {spec.window:g} s")
     agent = psutil.Process(c.agents[f"{section}-0"].pid)
     wait_for_state(lambda: _usage_reported(c, a), 30, "usage reported", every=0.2)
@@ -414,6 +416,16 @@ def overhead(spec: ActivitiesBenchSpec, c: Cluster, mode: str, containment: str,
     c.end_section(section)
     return {"containment": level, "activities": spec.busy, "window_s": wall, "cpu_s": cpu,
             "core_share": cpu / wall, "rss_mib": rss / 2**20}
+
+
+def _running_or_say(c: Cluster, allocation: int, n: int) -> bool:
+    """True once `n` activities run; an error naming how any that ended did."""
+    acts = c.get("/v1/activities", allocation=allocation)["activities"]
+    ended = [x for x in acts if x["state"] not in ("starting", "running")]
+    if ended:
+        raise RuntimeError(f"{len(ended)} of the busy agent's activities ended: {ended[0]['state']} "
+                           f"{ended[0].get('stop_reason') or ''}")
+    return sum(x["state"] == "running" for x in acts) >= n
 
 
 def _usage_reported(c: Cluster, allocation: int) -> bool:

@@ -432,9 +432,8 @@ def activities(
 
     errc = Console(stderr=True)
 
-    def progress(msg: str) -> None:
-        if not json_out:
-            errc.print(f"[dim]{msg}[/]", highlight=False)
+    def progress(msg: str) -> None:  # on stderr, with --json too: the run takes minutes
+        errc.print(f"[dim]{msg}[/]", highlight=False)
 
     spec = _spec(ActivitiesBenchSpec, activities=count, agents=agents, tree=tree, daemons=daemons,
                  stop_repeat=stop_repeat, busy=busy, window=window, containment=containment, keep=keep)
