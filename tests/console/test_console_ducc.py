@@ -8,7 +8,7 @@ import pytest
 
 from tests.console.conftest import Console
 from tests.console.test_console_ego import _shot
-from tests.service.test_ducc_live import ducc_master, job, stop, worker
+from tests.service.test_ducc_live import SERVICE, ducc_master, job, stop, worker
 
 
 @pytest.fixture(scope="module")
@@ -82,3 +82,27 @@ def test_a_tenant_cancels_its_own_job_and_sees_no_other(browser, ducc):
         finally:
             con.close()
             c.delete(f"/v1/jobs/{anns}")
+
+
+def test_reservations_and_services_pages(browser, ducc):
+    m = ducc
+    con = Console(browser, m, m.token)
+    try:
+        with m.http() as c:
+            res = c.post("/v1/reservations", json={"class": "reserve", "memory": 4}).json()["id"]
+            svc = c.post("/v1/services", json={"class": "fixed", "memory": 1, "argv": SERVICE}).json()["id"]
+            con.go("reservations")
+            row = f"tr[data-job='{res}']"
+            con.until(lambda: con.page.locator(f"{row} [data-k=state]").inner_text() == "running",
+                      "the reservation placed", timeout=30)
+            host = c.get(f"/v1/reservations/{res}").json()["host"]
+            assert host in con.page.locator(row).inner_text()
+            _shot(con, "reservations")
+            con.go("services")
+            con.until(lambda: con.page.locator(f"tr[data-job='{svc}'] [data-k=processes]").inner_text() == "1",
+                      "the service's process shown", timeout=30)
+            _shot(con, "services")
+            c.delete(f"/v1/reservations/{res}")
+            c.delete(f"/v1/services/{svc}")
+    finally:
+        con.close()

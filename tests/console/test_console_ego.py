@@ -148,6 +148,10 @@ def test_closing_a_host_from_the_console(admin, ego):
         assert h3["closed"] is True and h3["state"] == "closed"
     admin.go("hosts")
     assert "closed" in admin.page.get_attribute("[data-host=h3]", "class")
+    admin.go("audit")  # the console's call is in the audit, as the API's own
+    calls = admin.page.eval_on_selector_all("tr[data-audit]", "els => els.map(e => e.textContent)")
+    assert any("POST /v1/hosts/h3/close" in x for x in calls), calls
+    _shot(admin, "audit")
     admin.go("activities?host=h3")
     admin.page.click("button[data-path='/v1/hosts/h3/open']")
     admin.page.click("#confirm-yes")

@@ -312,13 +312,13 @@ const audit = {
   title: "Audit", admin: true, kinds: [],
   async render() {
     let got;
-    try { got = await api("/v1/audit"); } catch (e) {
+    try { got = await api(`/v1/audit?since=${Math.floor(Date.now() / 1000) - 86400}&limit=10000`); } catch (e) {
       if (e instanceof Refused && e.status === 404) return `<h1>Audit</h1><p class="muted">This master does not serve an audit (GET /v1/audit).</p>`;
       throw e;
     }
-    const list = got.audit || got.entries || got.records || [];
-    return `<h1>Audit</h1>${table([{ h: "at" }, { h: "who" }, { h: "call" }, { h: "status" }, { h: "outcome" }],
-      list.slice(0, 500).map((r) => `<tr><td>${esc(fmtTime(r.at))}</td><td>${esc(r.kind || "")} ${esc(r.consumer || "")}</td>
+    const list = (got.audit || []).slice(-500).reverse();
+    return `<h1>Audit <span class="muted">(the last day, newest first)</span></h1>${table([{ h: "at" }, { h: "who" }, { h: "call" }, { h: "status" }, { h: "outcome" }],
+      list.map((r) => `<tr data-audit="${esc(r.id)}"><td>${esc(fmtTime(r.at))}</td><td>${esc(r.kind || "")} ${esc(r.consumer || "")}</td>
         <td>${esc(r.method)} ${esc(r.path)}</td><td>${esc(r.status)}</td><td>${esc(r.outcome)}</td></tr>`))}`;
   },
 };
