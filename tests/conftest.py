@@ -3,6 +3,7 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -56,7 +57,19 @@ def _let_execution_users_run_the_interpreter() -> None:
                 _made_traversable.append(str(d))
 
 
+class _FailOnLeaks:
+    """Fails the run when processes were left, after every other sessionfinish (xdist's controller
+    hears of a worker's leaks as the worker goes, which may be while xdist's own sessionfinish runs)."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Iterator[None]:
+        yield
+        if _leaks:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_FailOnLeaks(), "apportion-fail-on-leaks")
     _become_subreaper()
     if not hasattr(config, "workerinput"):  # the controller, before any worker starts
         _let_execution_users_run_the_interpreter()
@@ -111,18 +124,13 @@ def _check_nothing_left_running() -> list[str]:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.pluginmanager.has_plugin("dsession"):
-        # the xdist controller runs no test: its workers checked theirs (pytest_testnodedown)
-        if _leaks:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        return
+        return  # the xdist controller runs no test: its workers check theirs (pytest_testnodedown)
     found = _check_nothing_left_running()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: the controller reports it
         workeroutput["apportion_leaks"] = found
         return
     _leaks.extend(found)
-    if _leaks:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
