@@ -101,7 +101,12 @@ class Guard:
             audit.current.reset(token)
             if self.writer is not None and not state.get("audited") and audit.audited(scope["method"], scope["path"]):
                 await self._audit_refusal(state, status, said)
-            access.info("%s %s %s", scope["method"], scope["path"][:200], status, extra={"access": {
+            if access.isEnabledFor(logging.INFO):
+                self._access(scope, state, rid, status, started)
+
+    @staticmethod
+    def _access(scope: Scope, state: dict, rid: str, status: int, started: float) -> None:
+        access.info("%s %s %s", scope["method"], scope["path"][:200], status, extra={"access": {
                 "request_id": rid, "method": scope["method"], "path": scope["path"][:200], "status": status,
                 "ms": round((time.perf_counter() - started) * 1000, 2),
                 "client": (scope.get("client") or ("",))[0],

@@ -1,11 +1,14 @@
 """Durable id counters that only go up.
 
-Each kind of id (allocations, activities, clients, events, jobs, tokens) has a row
-``max_<kind>`` in the ``meta`` table holding the highest id ever given. It is raised in the
-same transaction as the rows that use the id, and never lowered: an ``UPDATE ... WHERE
-value < new`` cannot go back even when two transactions commit out of order. At start the
-next id is one past the larger of the counter and the highest id stored, so a row deleted
-(or quarantined) never gives its id to another.
+Each kind of id (allocations, activities, clients, events, jobs, tokens, audit rows) may
+have a row ``max_<kind>`` in the ``meta`` table. At start the next id is one past the
+larger of that counter and the highest id stored, so the counter only needs raising when
+a row leaves its table: in the transaction that deletes allocations or clients (to the
+highest id of the batch), that makes a token (tokens are revoked), or that sets rows aside
+in quarantine. It is never lowered: an ``UPDATE ... WHERE value < new`` cannot go back even
+when two transactions commit out of order. Activities, events, jobs and audit rows never
+leave their tables (but for the quarantine), so no write of theirs touches ``meta``, and a
+deleted (or quarantined) row never gives its id to another.
 """
 
 from __future__ import annotations
@@ -97,13 +100,16 @@ class Counters:
         """A new id of ``kind``, recorded in ``c``'s transaction."""
         return self.take(c, kind, 1)
 
-    def take(self, c: Connection, kind: str, n: int) -> int:
-        """``n`` new ids of ``kind`` (the first; the others follow it), recorded in ``c``'s transaction."""
+    def take(self, c: Connection, kind: str, n: int, durable: bool = True) -> int:
+        """``n`` new ids of ``kind`` (the first; the others follow it), recorded in ``c``'s
+        transaction (``durable`` False: rows of that kind are never deleted, so the table's
+        highest id is the counter, and this process's book is enough)."""
         self._ensure(c)
         with self.lock:
             assert self.top is not None
             first = self.top[kind] + 1
             self.top[kind] += n
             last = self.top[kind]
-        raise_to(c, kind, last)
+        if durable:
+            raise_to(c, kind, last)
         return first

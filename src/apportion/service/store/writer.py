@@ -210,7 +210,6 @@ class StoreWriter:
             if b.clients:
                 c.execute(insert(ClientRow), [{"id": x.id, "name": x.name, "consumer": x.consumer,
                                                "created_at": x.created_at} for x in b.clients])
-                self.counters.up(c, "client", max(x.id for x in b.clients))
             if b.hosts:
                 self._replace(c, HostRow, HostRow.name, list(b.hosts), [h.row() for h in b.hosts.values()])
             gone = list(b.deleted_allocations)
@@ -218,7 +217,8 @@ class StoreWriter:
                 self._replace(c, RequestRow, RequestRow.id, list(b.allocations) + gone,
                               [_alloc_row(a) for a in b.allocations.values() if a.id not in set(gone)])
                 top = max([*b.allocations, *gone])
-                self.counters.up(c, "allocation", top)
+                if gone:  # a row that goes takes its id out of the table: the counter keeps it
+                    self.counters.up(c, "allocation", top)
             if b.holdings_full is not None:
                 c.execute(delete(HoldingRow))
                 if b.holdings_full:
@@ -235,10 +235,8 @@ class StoreWriter:
             if b.activities:
                 self._replace(c, ActivityRow, ActivityRow.id, list(b.activities),
                               [a.row() for a in b.activities.values()])
-                self.counters.up(c, "activity", max(b.activities))
             if b.jobs:
                 self._replace(c, JobRow, JobRow.id, list(b.jobs), [j.row() for j in b.jobs.values()])
-                self.counters.up(c, "job", max(b.jobs))
             if b.new_items:
                 for i in range(0, len(b.new_items), 5000):
                     c.execute(insert(ItemRow), b.new_items[i:i + 5000])
@@ -262,7 +260,6 @@ class StoreWriter:
             if b.events:
                 c.execute(insert(EventRow), [{"id": body["id"], "client": client, "body": body,
                                               "created_at": time.time()} for client, body in b.events])
-                self.counters.up(c, "event", b.events[-1][1]["id"])
         self._fences = dict(b.fences)
 
     @staticmethod
