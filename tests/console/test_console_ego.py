@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.console.conftest import Console
-from tests.service.live import SLEEPER, start_agent, start_master, wait_until
+from tests.service.live import SLEEPER, granted, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -73,9 +73,7 @@ def _shot(con: Console, name: str) -> None:
 def test_pages_show_the_apis_numbers_and_follow_it_live(admin, ego):
     m, _ = ego
     with m.http() as c:
-        cl = _client(c, "numbers", "/Apps/batch")
-        aid = _alloc(c, cl, "/Apps/batch", 3)
-        wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 3, 20, "3 granted")
+        cl, aid = granted(c, "numbers", "/Apps/batch", 3)
         act = c.post(f"/v1/allocations/{aid}/activities",
                      json={"host": next(iter(c.get(f"/v1/allocations/{aid}").json()["hosts"])),
                            "argv": [*SLEEPER[:2], "print('hello from the console test', flush=True)\n"
@@ -161,9 +159,7 @@ def test_closing_a_host_from_the_console(admin, ego):
 def test_a_reclaim_shows_its_countdown_then_the_beneficiarys_grant(admin, ego):
     m, _ = ego
     with m.http() as c:
-        web = _client(c, "web", "/Apps/web")
-        big = _alloc(c, web, "/Apps/web", 12)
-        wait_until(lambda: c.get(f"/v1/allocations/{big}").json()["held"] == 12, 20, "web holds all 12")
+        web, big = granted(c, "web", "/Apps/web", 12)
         for host, n in c.get(f"/v1/allocations/{big}").json()["hosts"].items():
             for _ in range(n):
                 c.post(f"/v1/allocations/{big}/activities", json={"host": host, "argv": SLEEPER})
@@ -186,9 +182,8 @@ def test_a_consumer_token_sees_only_its_subtree(browser, ego):
     m, tokens = ego
     with m.http() as c:
         mine = _client(c, "mine", "/Research")
-        theirs = _client(c, "theirs", "/Apps/batch")
-        a_mine, a_theirs = _alloc(c, mine, "/Research", 1), _alloc(c, theirs, "/Apps/batch", 1)
-        wait_until(lambda: c.get(f"/v1/allocations/{a_theirs}").json()["held"] == 1, 20, "granted")
+        a_mine = _alloc(c, mine, "/Research", 1)
+        theirs, a_theirs = granted(c, "theirs", "/Apps/batch", 1)
         host = next(iter(c.get(f"/v1/allocations/{a_theirs}").json()["hosts"]))
         act = c.post(f"/v1/allocations/{a_theirs}/activities", json={"host": host, "argv": SLEEPER}).json()["id"]
     con = Console(browser, m, tokens["/Research"])
@@ -218,9 +213,7 @@ def test_a_consumer_token_sees_only_its_subtree(browser, ego):
 def test_a_tenant_kills_its_own_activity_and_an_admin_applies_a_plan_after_its_diff(browser, admin, ego):
     m, tokens = ego
     with m.http() as c:
-        mine = _client(c, "tenant", "/Research")
-        aid = _alloc(c, mine, "/Research", 1)
-        wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 1, 20, "granted")
+        mine, aid = granted(c, "tenant", "/Research", 1)
         host = next(iter(c.get(f"/v1/allocations/{aid}").json()["hosts"]))
         act = c.post(f"/v1/allocations/{aid}/activities", json={"host": host, "argv": SLEEPER}).json()["id"]
         wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20, "running")
