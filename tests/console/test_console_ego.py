@@ -291,3 +291,21 @@ def test_history_and_the_live_feed_follow_the_tokens_scope(ego):
         assert owners == {aid}, seen  # nothing of /Apps/web's
         c.delete(f"/v1/clients/{theirs}")
         c.delete(f"/v1/clients/{mine}")
+
+
+def test_the_assets_are_the_packages_own_and_hold_no_data(ego):
+    import httpx
+
+    m, _ = ego
+    r = httpx.get(m.url + "/ui", follow_redirects=True)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in r.headers["content-security-policy"]
+    assert "http://" not in r.text and "https://" not in r.text  # no CDN
+    for name in ("app.js", "core.js", "pages.js", "ducc.js", "svg.js", "console.css"):
+        got = httpx.get(f"{m.url}/ui/{name}")
+        assert got.status_code == 200 and "https://" not in got.text, name
+    for bad in ("..%2fpages.py", "pages.py", "nothing.js", "%2e%2e%2f%2e%2e%2fapp.py"):
+        assert httpx.get(f"{m.url}/ui/{bad}").status_code == 404, bad
+    # the data is behind the token, as everywhere in /v1
+    assert httpx.get(m.url + "/v1/summary").status_code == 401
+    assert httpx.get(m.url + "/v1/hostmap").status_code == 401
