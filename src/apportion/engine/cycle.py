@@ -487,9 +487,13 @@ class Cycle:
                            and room(leaf, g, views[g])}
             if not open_groups:
                 continue
-            for rs in list(s.requests_of.get(leaf, {}).values()):  # in arrival order
-                if rs.held >= rs.max:
-                    continue  # nothing unmet
+            # those that still want slots, in arrival order (held in full: nothing to serve),
+            # walked by position and only as far as needed (a long queue is not copied): while
+            # serving, a request can only leave the book (served in full), never join it
+            book = s.wanting_of.get(leaf)
+            i = 0
+            while book is not None and i < len(book):
+                rs = book.peekitem(i)[1]
                 for g in rs.groups:
                     if g in open_groups:
                         serve(leaf, rs, g, views[g])
@@ -497,6 +501,8 @@ class Cycle:
                             break  # served: whether room is left no longer matters
                         if not room(leaf, g, views[g]):
                             open_groups.discard(g)
+                if rs.held < rs.max:
+                    i += 1  # still in the book; a request served in full left it, the next took its place
                 if want[leaf] <= 0 or not open_groups:
                     break
 
@@ -1065,7 +1071,7 @@ class Cycle:
         for leaf in candidates:
             n = self.want.get(leaf, 0)
             if n > 0:
-                open_ = [rs.seq for rs in self.s.requests_of.get(leaf, {}).values() if rs.max > rs.held]
+                open_ = [rs.seq for rs in self.s.wanting_of.get(leaf, {}).values()]
                 if open_:
                     first_seq[leaf] = min(open_)
         leaves = sorted(first_seq, key=lambda p: (first_seq[p], self.s.consumers[p].index))

@@ -17,6 +17,8 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from sortedcontainers import SortedDict
+
 from apportion.engine.decisions import Removal
 from apportion.engine.index import UNSET, GroupPlan
 from apportion.engine.model import ROOT, Consumer, HostState, Plan, Request
@@ -107,7 +109,7 @@ class Usage:
 
 
 class RequestState:
-    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq")
+    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "order")
 
     def __init__(self, spec: Request, groups: tuple[str, ...]) -> None:
         self.spec = spec
@@ -117,6 +119,7 @@ class RequestState:
         self.min = spec.min
         self.max = spec.max
         self.seq = spec.seq
+        self.order = 0  # when it was opened in this state: arrival order (ClusterState.wanting_of)
 
     @property
     def unmet(self) -> int:
@@ -137,6 +140,11 @@ class ClusterState:
         }
         self.requests: dict[str, RequestState] = {}
         self.requests_of: dict[str, dict[str, RequestState]] = {}  # leaf -> its open requests, in arrival order
+        # leaf -> its open requests that still want slots (held < max), in arrival order: what
+        # the cycle walks to serve a leaf, so that requests it holds in full (a running rigid
+        # job) cost nothing there, however many there are
+        self.wanting_of: dict[str, SortedDict] = {}
+        self._opened = 0
         self.allocs: dict[int, Allocation] = {}
         self.by_host: dict[str, dict[int, Allocation]] = {n: {} for n in self.hosts}
         # (leaf, group, source) -> its allocations NOT marked for reclaim, in the order
@@ -344,7 +352,19 @@ class ClusterState:
         before = rs.max - rs.held
         rs.held += delta
         after = rs.max - rs.held
+        if (before > 0) != (after > 0):
+            self._wanting(rs, after > 0)
         self._unmet_delta(rs, (after if after > 0 else 0) - (before if before > 0 else 0))
+
+    def _wanting(self, rs: RequestState, wants: bool) -> None:
+        leaf = rs.spec.consumer
+        book = self.wanting_of.get(leaf)
+        if wants:
+            if book is None:
+                book = self.wanting_of[leaf] = SortedDict()
+            book[rs.order] = rs
+        elif book is not None:
+            book.pop(rs.order, None)
 
     # -- requests -----------------------------------------------------------
     def groups_of(self, req: Request) -> tuple[str, ...]:
@@ -372,6 +392,9 @@ class ClusterState:
         rs = RequestState(req, self.groups_of(req))
         self.requests[req.id] = rs
         self.requests_of.setdefault(req.consumer, {})[req.id] = rs
+        rs.order = self._opened
+        self._opened += 1
+        self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet)
 
     def change_request(self, rid: str, min_slots: int | None = None, max_slots: int | None = None) -> None:
@@ -407,6 +430,7 @@ class ClusterState:
                     idle[a.host] = max(0, idle[a.host] - take)
                     self.release(a, take)
                     excess -= take
+        self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet - before)
 
     def close_request(self, rid: str) -> None:
@@ -415,6 +439,7 @@ class ClusterState:
         for a in list(rs.allocs.values()):
             self.remove(a)
         self._unmet_delta(rs, -rs.unmet)
+        self._wanting(rs, False)
         del self.requests[rid]
         del self.requests_of[rs.spec.consumer][rid]
 
