@@ -150,6 +150,20 @@ Memory = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
 ItemId = Annotated[int, Field(ge=0, le=10_000_000)]
 
 
+def _finite(items: list[Any]) -> list[Any]:
+    """Work items are any JSON but NaN and Infinity (JSON has neither: they would not go back out)."""
+    todo = list(items)
+    while todo:
+        x = todo.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            raise ValueError(f"{x} is not a JSON number (a work item must be finite)")
+        if isinstance(x, list):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+    return items
+
+
 class JobIn(_In):
     class_: Name | None = Field(None, alias="class")
     user: Name | None = None
@@ -188,17 +202,3 @@ class WorkIn(_In):
     done: Annotated[list[ItemId], Field(max_length=10_000)] = []
     failed: Annotated[list[FailedItem], Field(max_length=10_000)] = []
     want: Annotated[int, Field(ge=0, le=1000)] | None = None  # default: up to the job's threads
-def _finite(items: list[Any]) -> list[Any]:
-    """Work items are any JSON but NaN and Infinity (JSON has neither: they would not go back out)."""
-    todo = list(items)
-    while todo:
-        x = todo.pop()
-        if isinstance(x, float) and not math.isfinite(x):
-            raise ValueError(f"{x} is not a JSON number (a work item must be finite)")
-        if isinstance(x, list):
-            todo.extend(x)
-        elif isinstance(x, dict):
-            todo.extend(x.values())
-    return items
-
-
