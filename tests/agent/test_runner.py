@@ -253,3 +253,16 @@ def test_the_state_file_keeps_every_field_and_ignores_a_newer_agents(tmp_path: P
         v["from_a_newer_agent"] = 1
     (tmp_path / statefile.STATE_FILE).write_text(json.dumps(raw))
     assert statefile.load(tmp_path) == entries
+
+
+def test_the_state_file_is_readable_by_the_agent_only(tmp_path):
+    """It names every activity's user, limits and pid; the work directory is 0711 so that
+    execution users reach their own directories, so the file itself must be 0600."""
+    import stat as _stat
+
+    from apportion.agent import statefile
+
+    (tmp_path / statefile.STATE_FILE).write_text('{"activities": {}}')
+    (tmp_path / statefile.STATE_FILE).chmod(0o644)  # left by an older agent
+    statefile.save(tmp_path, {})
+    assert _stat.S_IMODE((tmp_path / statefile.STATE_FILE).stat().st_mode) == 0o600

@@ -311,3 +311,27 @@ def test_a_ducc_process_runs_as_its_users_account_within_its_share(tmp_path: Pat
         assert svc["reason"] == f"its process could not start on h1: {refusal}", svc
     finally:
         m.proc.kill()
+
+
+def test_a_burst_of_starts_comes_in_batches_so_the_agent_keeps_beating(tmp_path: Path) -> None:
+    """40 starts asked at once reach the agent START_BATCH at a time: an agent that had to start
+    them all before its next heartbeat went silent for seconds and its host was taken for dead."""
+    from apportion.service.master import START_BATCH
+
+    m = start_master(tmp_path, PLAN, extra=["--tick", "0.2", "--heartbeat", "10"])  # this test is the agent
+    try:
+        c = _agent(m, slots=40)
+        _, aid = granted(c, "burst", "/Plain", 40)
+        acts = [c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": ["true"]}).json()["id"]
+                for _ in range(40)]
+        running: list[dict[str, Any]] = []
+        batches = []
+        while len(running) < len(acts):
+            starts = [x["activity"] for x in _beat(c, running) if x["op"] == "start"]
+            assert starts, "the master stopped sending starts before all of them were sent"
+            batches.append(len(starts))
+            running += [{"id": a, "state": "running", "pid": 1000 + a} for a in starts]
+        assert batches == [START_BATCH, START_BATCH, 40 - 2 * START_BATCH], batches
+        assert sorted(r["id"] for r in running) == sorted(acts)  # each sent once, none lost
+    finally:
+        m.proc.kill()

@@ -49,7 +49,9 @@ def save(workdir: Path, entries: dict[int, Entry]) -> None:
     path = workdir / STATE_FILE
     tmp = path.with_suffix(".tmp")
     data = {"activities": {str(k): asdict(v) for k, v in sorted(entries.items())}}
-    with open(tmp, "w") as f:
+    # 0600: it names every activity's user, limits and pid, and the work directory is 0711
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        os.fchmod(f.fileno(), 0o600)  # a file left by an older agent keeps its mode otherwise
         json.dump(data, f)
         f.flush()
         os.fsync(f.fileno())

@@ -51,6 +51,12 @@ class Settings:
     output_lines: int = 100
 
 
+# Starts one heartbeat answer carries at most. An agent starts them one after another before its
+# next heartbeat; 200 in one answer kept a busy agent silent past the missed-heartbeat limit, and the
+# master took its host for dead with everything on it.
+START_BATCH = 16
+
+
 @dataclass(slots=True)
 class Op:
     fn: Callable[[Batch, float], Any]
@@ -839,8 +845,12 @@ class Master:
                     out.append({"op": "forget", "activity": act_id})
             elif a.stop and state == "running":
                 out.append({"op": "stop", "activity": act_id, "kill_grace": self.settings.kill_grace})
+        starts = 0
         for a in live.values():
             if a.state == "starting" and a.id not in listed and not a.stop:
+                if starts == START_BATCH:
+                    break  # the rest in the next answer: the agent's heartbeats go on between batches
+                starts += 1
                 env = {**a.env, **self._start_env(a)}
                 out.append({"op": "start", "activity": a.id, "allocation": a.allocation, "argv": a.argv,
                             "env": env, "cwd": a.cwd, "slots": a.slots, **self._start_extra(a)})
