@@ -266,3 +266,13 @@ def test_the_state_file_is_readable_by_the_agent_only(tmp_path):
     (tmp_path / statefile.STATE_FILE).chmod(0o644)  # left by an older agent
     statefile.save(tmp_path, {})
     assert _stat.S_IMODE((tmp_path / statefile.STATE_FILE).stat().st_mode) == 0o600
+
+
+def test_a_state_file_that_cannot_be_read_never_keeps_the_agent_from_starting(tmp_path):
+    from apportion.agent import statefile
+
+    (tmp_path / statefile.STATE_FILE).write_text('{"activities": {"1": {"pid"')  # cut short by a host crash
+    assert statefile.load(tmp_path) == {}
+    assert (tmp_path / "state.bad").exists() and not (tmp_path / statefile.STATE_FILE).exists()
+    (tmp_path / statefile.STATE_FILE).write_text('{"activities": {"x": 3}}')
+    assert statefile.load(tmp_path) == {}

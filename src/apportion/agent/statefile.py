@@ -1,18 +1,23 @@
 """The agent's small state file: what it started, so a restarted agent knows what still runs.
 
 One JSON object in WORKDIR/state.json, written whole to a temporary file and renamed over the
-old one, so a crash leaves either the old file or the new one.
+old one, so a crash of the agent leaves either the old file or the new one. It is not synced to
+disk: what it describes are processes, and a crash of the host that could lose the file's last
+write ends them too. A file that cannot be read (a host crash mid-write) is set aside and the
+agent starts with none: what still runs in its containment is then found and stopped.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 from pathlib import Path
 
 STATE_FILE = "state.json"
+log = logging.getLogger("apportion.agent")
 
 
 @dataclass
@@ -39,10 +44,16 @@ def load(workdir: Path) -> dict[int, Entry]:
     path = workdir / STATE_FILE
     try:
         raw = json.loads(path.read_text())
+        names = {f.name for f in fields(Entry)}  # a key this agent does not know (a newer one wrote it) is left out
+        return {int(k): Entry(**{n: x for n, x in v.items() if n in names})
+                for k, v in raw.get("activities", {}).items()}
     except FileNotFoundError:
         return {}
-    names = {f.name for f in fields(Entry)}  # a key this agent does not know (a newer one wrote it) is left out
-    return {int(k): Entry(**{n: x for n, x in v.items() if n in names}) for k, v in raw.get("activities", {}).items()}
+    except (ValueError, TypeError, AttributeError) as e:  # never a reason for the agent not to start
+        aside = path.with_suffix(".bad")
+        os.replace(path, aside)
+        log.warning("%s cannot be read (%s): set aside as %s; starting with no activities", path, e, aside)
+        return {}
 
 
 def save(workdir: Path, entries: dict[int, Entry]) -> None:
@@ -53,6 +64,4 @@ def save(workdir: Path, entries: dict[int, Entry]) -> None:
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         os.fchmod(f.fileno(), 0o600)  # a file left by an older agent keeps its mode otherwise
         json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
