@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
+from apportion.simulate.report import duration
+
 out = Console()
 err = Console(stderr=True)
 
@@ -57,19 +59,9 @@ def _pct(x: float) -> str:
     return f"{x:.1%}"
 
 
-def _dur(s: float) -> str:
-    if s >= 86_400:
-        return f"{s / 86_400:,.1f} d"
-    if s >= 3600:
-        return f"{s / 3600:,.1f} h"
-    if s >= 60:
-        return f"{s / 60:,.1f} min"
-    return f"{s:,.0f} s"
-
-
 def render_result(console: Console, res: dict) -> None:
     ftf = res["fairness"]
-    console.print(f"[bold]{res['jobs']:,} jobs[/] over {_dur(res['makespan'])} (makespan); utilisation "
+    console.print(f"[bold]{res['jobs']:,} jobs[/] over {duration(res['makespan'])} (makespan); utilisation "
                   f"{_pct(res['utilisation'])}; Jain {ftf['jain']:.3f}; deviation from deserved: max "
                   f"{_pct(ftf['max_deviation'])}, mean {_pct(ftf['mean_deviation'])} of the cluster; "
                   f"{res['reclaims']:,} reclaims, {res['evictions']:,} evictions, "
@@ -80,10 +72,10 @@ def render_result(console: Console, res: dict) -> None:
         t.add_column(col, justify="left" if col == "consumer" else "right")
     for path, c in res["consumers"].items():
         f = c["finish_time_fairness"]
-        t.add_row(path, f"{c['jobs']:,}", _dur(c["wait"]["mean"]), _dur(c["wait"]["p95"]),
+        t.add_row(path, f"{c['jobs']:,}", duration(c["wait"]["mean"]), duration(c["wait"]["p95"]),
                   f"{c['bounded_slowdown']['mean']:.2f}", f"{c['bounded_slowdown']['p95']:.2f}",
-                  f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}", _dur(c["shortfall_seconds"]),
-                  _dur(c.get("starved_seconds", 0.0)), f"{c['reclaims']:,}", f"{c['evictions']:,}",
+                  f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}", duration(c["shortfall_seconds"]),
+                  duration(c.get("starved_seconds", 0.0)), f"{c['reclaims']:,}", f"{c['evictions']:,}",
                   f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}")
     console.print(t)
     console.print(f"{res.get('cycles', 0):,} cycles in {res.get('wall_seconds', 0):.2f} s "

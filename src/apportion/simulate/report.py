@@ -26,7 +26,8 @@ def _plt():
     return plt
 
 
-def _dur(s: float) -> str:
+def duration(s: float) -> str:
+    """Seconds as a person reads them: 42 s, 3.5 min, 2.0 h, 1.5 d."""
     if s >= 86_400:
         return f"{s / 86_400:,.1f} d"
     if s >= 3600:
@@ -123,15 +124,15 @@ def _answers(res: dict[str, Any]) -> list[str]:
         return ["No job finished."]
     waits = sorted(active, key=lambda p: -cs[p]["wait"]["mean"])
     w = waits[0]
-    out.append(f"<b>Who waits longest:</b> {html.escape(w)}, {_dur(cs[w]['wait']['mean'])} on average "
-               f"(p95 {_dur(cs[w]['wait']['p95'])}, bounded slowdown {cs[w]['bounded_slowdown']['mean']:.2f}); "
-               f"the shortest: {html.escape(waits[-1])}, {_dur(cs[waits[-1]]['wait']['mean'])}.")
+    out.append(f"<b>Who waits longest:</b> {html.escape(w)}, {duration(cs[w]['wait']['mean'])} on average "
+               f"(p95 {duration(cs[w]['wait']['p95'])}, bounded slowdown {cs[w]['bounded_slowdown']['mean']:.2f}); "
+               f"the shortest: {html.escape(waits[-1])}, {duration(cs[waits[-1]]['wait']['mean'])}.")
     starved = sorted(active, key=lambda p: -cs[p]["shortfall_seconds"])
     s = starved[0]
     if cs[s]["shortfall_seconds"] > 0:
         out.append(f"<b>Who is starved:</b> {html.escape(s)} held less than it deserved while its jobs waited "
-                   f"for {_dur(cs[s]['shortfall_seconds'])} in all, nothing at all for "
-                   f"{_dur(cs[s].get('starved_seconds', 0))}.")
+                   f"for {duration(cs[s]['shortfall_seconds'])} in all, nothing at all for "
+                   f"{duration(cs[s].get('starved_seconds', 0))}.")
     else:
         out.append("<b>Who is starved:</b> nobody held less than it deserved while its jobs waited.")
     out.append(f"<b>Reclaims and evictions:</b> {res['reclaims']:,} reclaims, {res['evictions']:,} evictions "
@@ -151,15 +152,15 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
     for p in sorted(cs, key=lambda p: -cs[p]["wait"]["mean"]):
         c = cs[p]
         f = c["finish_time_fairness"]
-        rows.append([p, f"{c['jobs']:,}", _dur(c["wait"]["mean"]), _dur(c["wait"]["p95"]),
+        rows.append([p, f"{c['jobs']:,}", duration(c["wait"]["mean"]), duration(c["wait"]["p95"]),
                      f"{c['bounded_slowdown']['mean']:.2f}", f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}",
-                     _dur(c["shortfall_seconds"]), f"{c['reclaims']:,}", f"{c['evictions']:,}",
+                     duration(c["shortfall_seconds"]), f"{c['reclaims']:,}", f"{c['evictions']:,}",
                      f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}"])
     imgs = "".join(
         f'<figure><img alt="{html.escape(k)}" src="data:image/png;base64,{base64.b64encode(v).decode()}">'
         f"</figure>" for k, v in pngs.items())
     answers = "".join(f"<li>{a}</li>" for a in _answers(res))
-    head = (f"{res['jobs']:,} jobs, makespan {_dur(res['makespan'])}, utilisation {res['utilisation']:.1%}; "
+    head = (f"{res['jobs']:,} jobs, makespan {duration(res['makespan'])}, utilisation {res['utilisation']:.1%}; "
             f"plan {html.escape(str(res.get('plan', '')))}, trace {html.escape(str(res.get('trace', '')))}")
     table = _table(rows, ["consumer", "jobs", "wait mean", "wait p95", "bounded slowdown", "held (mean)",
                           "deserved (mean)", "shortfall", "reclaims", "evictions", "slot-h lost",

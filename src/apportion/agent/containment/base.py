@@ -121,8 +121,25 @@ class CgroupBox(Box):
         """The box's cgroup in each hierarchy it uses."""
 
     @abstractmethod
+    def limit(self, limits: Limits) -> None:
+        """Write the limits into the box's cgroups."""
+
+    @abstractmethod
     def freeze(self, on: bool) -> bool:
         """Freeze (or thaw) the box; False where it cannot be frozen."""
+
+    def make(self, limits: Limits) -> None:
+        """Make the box's cgroups, write its limits and open them for the process to join;
+        on any failure, leave nothing behind."""
+        try:
+            for d in self.cgroup_dirs():
+                d.mkdir(exist_ok=True)
+            self.limit(limits)
+            self.open_enter()
+        except OSError:
+            self.close_enter()
+            self.remove()
+            raise
 
     def open_enter(self) -> None:
         self._fds, self._step = enter_fds(d / "cgroup.procs" for d in self.cgroup_dirs())

@@ -58,15 +58,7 @@ class CgroupV1(Containment):
 
     def create(self, activity: int, limits: Limits) -> V1Box:
         box = V1Box(self, activity)
-        try:
-            for d in box.cgroup_dirs():
-                d.mkdir(exist_ok=True)
-            box.limit(limits)
-            box.open_enter()
-        except OSError:
-            box.close_enter()
-            box.remove()
-            raise
+        box.make(limits)
         return box
 
     def adopt(self, activity: int, key: str, pid: int) -> V1Box:

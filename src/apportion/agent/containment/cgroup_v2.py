@@ -73,14 +73,7 @@ class CgroupV2(Containment):
 
     def create(self, activity: int, limits: Limits) -> V2Box:
         box = V2Box(self, activity)
-        try:
-            box.dir.mkdir(exist_ok=True)
-            box.limit(limits)
-            box.open_enter()
-        except OSError:
-            box.close_enter()
-            box.remove()
-            raise
+        box.make(limits)
         return box
 
     def adopt(self, activity: int, key: str, pid: int) -> V2Box:
