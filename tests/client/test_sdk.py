@@ -237,3 +237,18 @@ def test_async_client_follows_the_leader(master):
         assert asyncio.run(run()) == (5, master.url)
     finally:
         standby.stop()
+
+
+def test_a_job_process_waits_for_its_master_through_a_restart(monkeypatch):
+    """A DUCC process's work loop keeps asking for MASTER_WAIT seconds, not the SDK's default
+    10 s: a loaded master's restart took longer, the processes gave up before they had
+    initialised, and three such ends failed the job."""
+    from apportion.client._work import MASTER_WAIT, work
+
+    monkeypatch.setenv("APPORTION_MASTER", "http://127.0.0.1:9")
+    monkeypatch.setenv("APPORTION_TOKEN", "t")
+    w = work(job=1, process=1)
+    try:
+        assert MASTER_WAIT >= 60 and w.client._retry_for == MASTER_WAIT
+    finally:
+        w.client.close()

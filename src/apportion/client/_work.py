@@ -35,13 +35,19 @@ from typing import Any
 IDLE_WAIT = 0.2  # items are in flight elsewhere and may come back: ask again after this (growing to 2 s)
 
 
+# How long a job's process waits for its master to answer again (a restart, a failover)
+# before it gives up. A process that gave up after the SDK's default 10 s, while a loaded
+# master restarted, ended before it had initialised, and three such ends fail the job.
+MASTER_WAIT = 120.0
+
+
 class Work:
     """This process's work items, one at a time (iterate over it once)."""
 
     def __init__(self, client: Any = None, job: int | None = None, process: int | None = None) -> None:
         from apportion.client._sync import Client
 
-        self.client = client if client is not None else Client()
+        self.client = client if client is not None else Client(retry_for=MASTER_WAIT)
         self.job = int(job if job is not None else os.environ["APPORTION_JOB"])
         self.process = int(process if process is not None else os.environ["APPORTION_PROCESS"])
         self.done: list[int] = []
