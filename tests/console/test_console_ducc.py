@@ -44,10 +44,17 @@ def test_jobs_machines_and_classes_follow_the_api(browser, ducc):
             assert j["state"] == "done" and j["items"]["done"] == 30
 
             con.go("machines")
-            shown = con.page.eval_on_selector_all("tr[data-machine]", """els => els.map(e => [e.dataset.machine,
-                e.querySelector('[data-k=order]').textContent, e.querySelector('[data-k=free]').textContent])""")
-            assert shown == [[x["name"], str(x["order"]), str(x["free"])]
-                             for x in c.get("/v1/occupancy").json()["machines"]]
+
+            def machines_as_the_api_says() -> bool:
+                # the job's processes exit after it is done, and their quanta come free only once each is
+                # gone: the page follows that live, so it is compared until both have settled
+                shown = con.page.eval_on_selector_all("tr[data-machine]", """els => els.map(e => [
+                    e.dataset.machine, e.querySelector('[data-k=order]').textContent,
+                    e.querySelector('[data-k=free]').textContent])""")
+                return bool(shown) and shown == [[x["name"], str(x["order"]), str(x["free"])]
+                                                 for x in c.get("/v1/occupancy").json()["machines"]]
+
+            con.until(machines_as_the_api_says, "the Machines page equal to /v1/occupancy", timeout=30)
             _shot(con, "machines")
             con.go("classes")
             shown = con.page.eval_on_selector_all("tr[data-class]", "els => els.map(e => e.dataset.class)")
