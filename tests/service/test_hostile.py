@@ -275,6 +275,9 @@ def test_a_host_whose_starts_fail_says_so_in_the_host_list(world):
         h = row()
         assert (h["start_failures"], h["start_failures_total"]) == (2, 2)
         assert h["last_start_failure"] == "nope: no such program (2)"
+        m.restart()  # rebuilt from the stored activities: a restart does not hide a broken host
+        wait_until(lambda: (h := row()) and (h["start_failures"], h["start_failures_total"]) == (2, 2)
+                   and h["last_start_failure"] == "nope: no such program (2)", 20, "the counts after a restart")
         act = c.post(f"/v1/allocations/{aid}/activities", json={"host": "hbad", "argv": ["true"]}).json()["id"]
         beat([{"id": act, "state": "running", "pid": 4242}])
         h = row()

@@ -5,11 +5,14 @@ cgroup it cannot make) reports it ``failed`` with the reason, and the activity e
 (the agent side: agent/runner.py). The master counts, per host, the starts that failed in a
 row (a start that runs sets it back to 0) and in all, with the last reason, and
 ``GET /v1/hosts`` shows them: a host where nothing starts is visible as such, not ``ok``
-and quietly useless. Kept in memory: a restart counts again from what agents report.
+and quietly useless. Counted in memory as reports come, and rebuilt at start from the stored
+activities (a failed start is an activity that ended ``failed`` without ever having had a
+pid), so a restart of the master does not hide a broken host.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +41,17 @@ class StartFailures:
             f.at = now
         elif report.get("state") == "running" and host in self.by_host:
             self.by_host[host].in_a_row = 0
+
+    @classmethod
+    def rebuilt(cls, activities: Iterable[Any]) -> StartFailures:
+        """The counts as the stored activities give them, in the order they were created."""
+        out = cls()
+        for a in sorted(activities, key=lambda a: a.id):
+            if a.state == "failed" and a.pid is None:
+                out.note(a.host, "starting", {"state": "failed", "reason": a.stop_reason}, a.ended_at or a.created_at)
+            elif a.pid is not None:
+                out.note(a.host, "starting", {"state": "running"}, a.created_at)
+        return out
 
     def forget(self, host: str) -> None:
         self.by_host.pop(host, None)

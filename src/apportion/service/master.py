@@ -114,7 +114,7 @@ class Master:
             if a.live:
                 self.live_on.setdefault(a.host, {})[a.id] = a
         self.host_used: dict[str, int] = {}
-        self.start_failures = StartFailures()
+        self.start_failures = StartFailures.rebuilt(self.activities.values())
         self.next_event = snapshot.next_event
         self._next_alloc = max([*self.allocations, snapshot.max_allocation]) + 1
         self._next_activity = max([*self.activities, snapshot.max_activity]) + 1
