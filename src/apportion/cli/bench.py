@@ -121,6 +121,20 @@ def _emit(machine: dict, result: dict, json_out: bool, render) -> None:
         render(Console(), machine, result)
 
 
+def _run_with_targets(name: str, run, spec, progress, json_out: bool, render, errc: Console) -> None:
+    """Run a benchmark that checks targets: a RuntimeError of the run, or a target not met, exits 1."""
+    from apportion.bench.machine import machine_info
+
+    try:
+        result = run(spec, progress)
+    except RuntimeError as e:
+        errc.print(f"apportion bench {name}: {e}", markup=False, highlight=False)
+        raise typer.Exit(1) from None
+    _emit(machine_info(), result, json_out, render)
+    if not all(t["met"] for t in result["targets"].values()):
+        raise typer.Exit(1)
+
+
 # the engine benchmark's workload, shared by `bench engine` and `bench solve`
 _HOSTS = typer.Option(10_000, "--hosts", min=1, help="Hosts in the cluster.")
 _SLOTS = typer.Option(16, "--slots-per-host", min=1, help="Slots on each host.")
@@ -389,7 +403,6 @@ def console_bench(
     """The console in Chromium at the service's scale: Overview, Consumers and Hosts interactive after a
     navigation, the bytes each moves, and a committed change to the open page showing it."""
     from apportion.bench.console_bench import ConsoleBenchSpec, render, run
-    from apportion.bench.machine import machine_info
 
     errc = Console(stderr=True)
 
@@ -399,14 +412,7 @@ def console_bench(
 
     spec = _spec(ConsoleBenchSpec, hosts=hosts, consumers=consumers, allocations=allocations, repeat=repeat,
                  chromium=chromium, keep=keep)
-    try:
-        result = run(spec, progress)
-    except RuntimeError as e:
-        errc.print(f"apportion bench console: {e}", markup=False, highlight=False)
-        raise typer.Exit(1) from None
-    _emit(machine_info(), result, json_out, render)
-    if not all(t["met"] for t in result["targets"].values()):
-        raise typer.Exit(1)
+    _run_with_targets("console", run, spec, progress, json_out, render, errc)
 
 
 @bench_app.command("activities")
@@ -428,7 +434,6 @@ def activities(
     and off, a tree of processes with setsid daemons from SIGKILL to gone (and the slots granted after),
     and the CPU of an agent running many activities."""
     from apportion.bench.activities_bench import ActivitiesBenchSpec, render, run
-    from apportion.bench.machine import machine_info
 
     errc = Console(stderr=True)
 
@@ -437,14 +442,7 @@ def activities(
 
     spec = _spec(ActivitiesBenchSpec, activities=count, agents=agents, tree=tree, daemons=daemons,
                  stop_repeat=stop_repeat, busy=busy, window=window, containment=containment, keep=keep)
-    try:
-        result = run(spec, progress)
-    except RuntimeError as e:
-        errc.print(f"apportion bench activities: {e}", markup=False, highlight=False)
-        raise typer.Exit(1) from None
-    _emit(machine_info(), result, json_out, render)
-    if not all(t["met"] for t in result["targets"].values()):
-        raise typer.Exit(1)
+    _run_with_targets("activities", run, spec, progress, json_out, render, errc)
 
 
 @bench_app.command("soak")
