@@ -104,3 +104,62 @@ def test_a_dead_host_that_holds_nothing_can_be_removed(world):
         assert c.delete("/v1/hosts/gone").status_code == 404
     m.restart()
     assert host_state(m, "gone") is None
+
+
+DUCC_PLAN = ("ducc:\n  properties: {ducc.rm.share.quantum: 1}\n  accounts: {'*': nobody}\n"
+             "  quotas: {ann: {jobs: 2}}\n")
+
+
+def test_a_ducc_user_s_open_work_is_held_by_quota_jobs(tmp_path):
+    """Jobs, reservations and services count together against the user's ``quota.jobs`` while
+    they are open; an ended one frees its place; another user is not held; a restart counts again."""
+    m = start_master(tmp_path / "m", DUCC_PLAN)  # no agent: the work waits, open
+    try:
+        with m.http() as c:
+            first = c.post("/v1/reservations", json={"class": "reserve", "memory": 1, "user": "ann"})
+            assert first.status_code == 201, first.text
+            r = c.post("/v1/jobs", json={"memory": 1, "user": "ann", "work": [1], "argv": SLEEPER})
+            assert r.status_code == 201, r.text
+            before = (c.get("/v1/jobs").json(), c.get("/v1/reservations").json(), c.get("/v1/services").json())
+            over(c.post("/v1/services", json={"class": "fixed", "memory": 1, "user": "ann", "argv": SLEEPER}),
+                 "jobs", "/ann")
+            over(c.post("/v1/jobs", json={"memory": 1, "user": "ann", "work": [1], "argv": SLEEPER}), "jobs", "/ann")
+            assert (c.get("/v1/jobs").json(), c.get("/v1/reservations").json(),
+                    c.get("/v1/services").json()) == before  # nothing changed
+            assert c.post("/v1/reservations", json={"class": "reserve", "memory": 1, "user": "bob"}).status_code == 201
+            assert c.delete(f"/v1/reservations/{first.json()['id']}").json()["state"] == "cancelled"
+            assert c.post("/v1/reservations", json={"class": "reserve", "memory": 1, "user": "ann"}).status_code == 201
+            # a quota the plan gets wrong is refused naming it, and nothing changes
+            r = c.put("/v1/plan", content=DUCC_PLAN.replace("jobs: 2", "jobs: '3'"))
+            assert r.status_code == 422 and "quotas" in r.text, r.text
+        m.restart()
+        with m.http() as c:
+            over(c.post("/v1/reservations", json={"class": "reserve", "memory": 1, "user": "ann"}), "jobs", "/ann")
+            assert c.put("/v1/plan", content=DUCC_PLAN.replace("jobs: 2", "jobs: 3")).status_code == 200
+            assert c.post("/v1/reservations", json={"class": "reserve", "memory": 1, "user": "ann"}).status_code == 201
+            over(c.post("/v1/reservations", json={"class": "reserve", "memory": 1, "user": "ann"}), "jobs", "/ann")
+    finally:
+        m.proc.kill()
+
+
+def test_counts_kept_per_subtree_match_a_full_count():
+    """The counts a check reads (kept as things come and go) are those a walk over every
+    consumer would give, nested quotas and a change of quotas included."""
+    import random
+
+    from apportion.service import quotas
+
+    rng = random.Random(7)
+    paths = ["/", "/A", "/A/x", "/A/x/y", "/A/z", "/B", "/B/w", "/C/d/e"]
+    plans = [{}, {"/A/x": quotas.Quota(clients=3)}, {"/": quotas.Quota(), "/A/x/y": quotas.Quota(), "/B": quotas.Quota()}]
+    tally, held = quotas.Tally(), {p: 0 for p in paths}
+    for step in range(400):
+        p = rng.choice(paths)
+        n = rng.choice([1, 1, 2, -1]) if held[p] > 1 else 1
+        tally.add(p, n)
+        held[p] += n
+        named = plans[(step // 50) % len(plans)]
+        for asked in paths:
+            root, _ = quotas.owner(asked, named)
+            want = sum(v for c, v in held.items() if root == "/" or c == root or c.startswith(root + "/"))
+            assert tally.under(root, named) == want, (step, asked, root)

@@ -39,7 +39,7 @@ from apportion.plan.errors import KeyPath, PlanError, Positions, Problem, Report
 from apportion.plan.hostnames import expand_hosts
 from apportion.plan.hosts import new_host_names
 from apportion.plan.positions import Document, compile_document, load_document
-from apportion.plan.schema import Checked, RequestId, kind_of, show, user_name_problem, validate_item
+from apportion.plan.schema import Checked, QuotaIn, RequestId, kind_of, show, user_name_problem, validate_item
 from apportion.scenario.ducc_model import (
     DEFAULT_HORIZON,
     DEFAULT_THREADS,
@@ -238,6 +238,17 @@ class _Compiler:
             return None
         return path
 
+    def quotas(self, raw: Any, at: KeyPath) -> None:
+        """``ducc.quotas``: DUCC user -> the fields of a consumer's quota (``QuotaIn``)."""
+        if not isinstance(raw, Mapping):
+            self.add(at, f"must be a mapping of DUCC user names to quotas (got {kind_of(raw)})")
+            return
+        for user, fields in raw.items():
+            if isinstance(user, str) and _DUCC_USER.match(user):
+                self.checked(QuotaIn, fields, at + (user,))
+            else:
+                self.add(at + (str(user),), "a key is a DUCC user name (letters, digits, _.@:+-)")
+
     def config(self, raw: Any, at: KeyPath) -> DuccConfig | None:
         """The ``ducc:`` section at ``at``: DUCC's files, or the resolved form `apportion import ducc` writes."""
         from apportion.importers.ducc import ducc_config_from_mapping, load_ducc
@@ -251,6 +262,9 @@ class _Compiler:
             for loc, reason in ducc_accounts(raw["accounts"])[1]:
                 self.add(at + ("accounts", *loc), reason)
             raw = {k: v for k, v in raw.items() if k != "accounts"}
+        if "quotas" in raw:  # per-user limits on a live master (service/quotas.py)
+            self.quotas(raw["quotas"], at + ("quotas",))
+            raw = {k: v for k, v in raw.items() if k != "quotas"}
         if "nodepools" in raw:
             hosts: dict[str, Any] = {n: self.memory.get(n) for n in self.host_names}
             try:

@@ -179,6 +179,7 @@ class QuotaIn(_Model):
     allocations: NonNegInt | None = None
     activities: NonNegInt | None = None
     demand: NonNegInt | None = None
+    jobs: NonNegInt | None = None  # a DUCC master's open work (a DUCC plan sets it in ducc.quotas)
 
 
 class ConsumerIn(SettingsIn):

@@ -22,11 +22,12 @@ hosts' rows say what they changed), processes fetching work, and ``POST /v1/plan
 from __future__ import annotations
 
 import contextvars
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, select
 
 from apportion.service.store.models import AuditRow
 
@@ -66,15 +67,29 @@ def who(principal: Any) -> str:
     return f"token {principal.token} ({scope})"
 
 
+# A row as the master's batch carries it, before it has an id: a plain tuple (no dict, no
+# ORM object), in the columns' order; ``objects`` is still a dict (``created`` may join it).
+Row = tuple  # (at, request_id, token, kind, consumer, method, path, objects, status, outcome)
+OBJECTS = 7
+
+
 def row(state: dict[str, Any], method: str, path: str, status: int, outcome: str,
-        created: Any = None) -> dict[str, Any]:
+        created: Any = None) -> Row:
     p = state.get("principal")
-    return {"at": time.time(), "request_id": state.get("request_id"), "token": getattr(p, "token", None),
-            "kind": getattr(p, "kind", None), "consumer": getattr(p, "consumer", None), "method": method,
-            "path": path[:400], "objects": objects(path, created), "status": status, "outcome": outcome[:OUTCOME]}
+    if p is None:
+        token = kind = consumer = None
+    else:
+        token, kind, consumer = p.token, p.kind, p.consumer
+    return (time.time(), state.get("request_id"), token, kind, consumer, method, path[:400],
+            objects(path, created), status, outcome[:OUTCOME])
 
 
-def claim(status: int = 200, outcome: str = "done", created: Any = None) -> dict[str, Any] | None:
+def with_created(r: Row, created: Any) -> Row:
+    """``r`` naming the id its call created (a token's, known only in its transaction)."""
+    return (*r[:OBJECTS], {**r[OBJECTS], "created": created}, *r[OBJECTS + 1:])
+
+
+def claim(status: int = 200, outcome: str = "done", created: Any = None) -> Row | None:
     """The row of the request being served, marked as recorded (the caller writes it with
     its change); None outside an audited request."""
     state = current.get()
@@ -113,14 +128,33 @@ def wrap(op: Callable[[Any, float], Any]) -> Callable[[Any, float], Any]:
     return run
 
 
-def insert_rows(c: Connection, counters: Any, rows: list[dict[str, Any]]) -> None:
-    """``rows`` written in ``c``'s transaction, with ids from the durable counter."""
+_COLUMNS = "id, at, request_id, token, kind, consumer, method, path, objects, status, outcome"
+_SQL: dict[str, str] = {}  # paramstyle -> the INSERT
+
+
+def _insert_sql(c: Connection) -> str:
+    style = c.dialect.paramstyle
+    sql = _SQL.get(style)
+    if sql is None:
+        mark = "?" if style == "qmark" else "%s"  # SQLite's driver; psycopg (format / pyformat)
+        obj = mark if c.dialect.name == "sqlite" else f"CAST({mark} AS JSON)"
+        marks = ", ".join([mark] * 8 + [obj, mark, mark])
+        sql = _SQL[style] = f"INSERT INTO {AuditRow.__tablename__} ({_COLUMNS}) VALUES ({marks})"
+    return sql
+
+
+def insert_rows(c: Connection, counters: Any, rows: list[Row]) -> None:
+    """``rows`` written in ``c``'s transaction, with ids from the durable counter: one
+    prepared statement run by the driver for all of them (``objects`` made JSON here, the
+    rest bound as it is), none of the ORM's per-row work on the master's thread."""
     if rows:
         first = counters.take(c, "audit", len(rows), durable=False)  # rows never go: the table keeps the top
-        c.execute(insert(AuditRow), [{**r, "id": first + i} for i, r in enumerate(rows)])
+        dumps = json.dumps
+        c.exec_driver_sql(_insert_sql(c), [(first + i, *r[:OBJECTS], dumps(r[OBJECTS], separators=(",", ":")),
+                                            *r[OBJECTS + 1:]) for i, r in enumerate(rows)])
 
 
-def write(engine: Engine, counters: Any, rows: list[dict[str, Any]]) -> None:
+def write(engine: Engine, counters: Any, rows: list[Row]) -> None:
     from apportion.service.store.db import retry_locked
 
     def once() -> None:

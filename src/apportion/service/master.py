@@ -127,6 +127,8 @@ class Master:
         self.first_event = self.next_event  # events before this id are read from the store
         self._now = time.time()
         self._init_core(snapshot)
+        self.quota = quotas.Book.of(self.clients.values(), self.allocations, self.live_on,
+                                    getattr(self, "jobs", {}).values())  # kept by the hooks below
         # a restart gives every host a fresh chance to heartbeat before it is declared down
         now = time.time()
         for h in self.hosts.values():
@@ -411,6 +413,10 @@ class Master:
             if w is not None:
                 w.set()
 
+    def quotas_named(self) -> dict[str, quotas.Quota]:
+        """The quotas the plan in force names (service/quotas.py)."""
+        return quotas.named(self.parsed.data)
+
     def valid_consumer(self, consumer: str) -> bool:
         """Whether a consumer token may be scoped to ``consumer``."""
         return consumer in self.consumers
@@ -450,7 +456,8 @@ class Master:
     def _end(self, a: ActivityPub, state: str, exit_code: int | None, signal: int | None, batch: Batch,
              now: float) -> None:
         a.state, a.exit_code, a.signal, a.ended_at = state, exit_code, signal, now
-        self.live_on.get(a.host, {}).pop(a.id, None)
+        if self.live_on.get(a.host, {}).pop(a.id, None) is not None:
+            self.quota.activity_ended(self.allocations.get(a.allocation), a.allocation)
         batch.activities[a.id] = a
         self._event(batch, a.client, {"type": "activity", "allocation": a.allocation, "host": a.host,
                                       "activity": a.id, "state": state, "exit_code": exit_code,
@@ -489,6 +496,7 @@ class Master:
             self._next_client += 1
             self.clients[c.id] = c
             self.client_names[name] = c.id
+            self.quota.clients.add(consumer)
             batch.clients.append(c)
             return c
         return run
@@ -535,6 +543,7 @@ class Master:
             self._next_alloc += 1
             self._seq += 1
             self.allocations[a.id] = a
+            self.quota.allocation_added(a)
             batch.allocations[a.id] = a
             return a
         return run
@@ -554,7 +563,9 @@ class Master:
                 raise ApiError(422, f"max: min and max must be multiples of slots_per_instance {a.order}")
             quotas.check_allocation(self, a.consumer, new_max, a.max, new=False)
             self.engine.change(str(aid), min=new_min, max=new_max)
+            old = a.max
             a.min, a.max = new_min, new_max
+            self.quota.max_changed(a, old)
             batch.allocations[aid] = a
             return a
         return run
@@ -578,7 +589,9 @@ class Master:
                 # all of it: every slot goes back and the demand ends (min = max = 0);
                 # the allocation stays until deleted, and PATCH may ask again
                 self.engine.change(str(aid), min=0, max=0)
+                old = a.max
                 a.min = a.max = 0
+                self.quota.max_changed(a, old)
             else:
                 unknown = [h for h in hosts if h not in self.hosts and h not in self.engine.state.hosts]
                 if unknown:
@@ -592,9 +605,10 @@ class Master:
 
     def op_delete(self, aid: int) -> Callable[[Batch, float], None]:
         def run(batch: Batch, now: float) -> None:
-            self._alloc(aid)  # 404 when there is none
+            a = self._alloc(aid)  # 404 when there is none
             self.engine.release(str(aid))
             del self.allocations[aid]
+            self.quota.allocation_gone(a)
             batch.deleted_allocations.append(aid)
             for on in self.live_on.values():
                 for act in on.values():
@@ -619,6 +633,7 @@ class Master:
             self._next_activity += 1
             self.activities[act.id] = act
             self.live_on.setdefault(host, {})[act.id] = act
+            self.quota.activity_started(a, aid)
             batch.activities[act.id] = act
             batch.wake_hosts.add(host)
             self._event(batch, a.client, {"type": "activity", "allocation": aid, "host": host, "activity": act.id,
@@ -721,6 +736,7 @@ class Master:
         self._removals(removed, batch, "removed")
         for aid in [i for i in self.allocations if str(i) not in self.engine.state.requests]:
             a = self.allocations.pop(aid)
+            self.quota.allocation_gone(a)
             batch.deleted_allocations.append(aid)
             for on in self.live_on.values():
                 for act in on.values():

@@ -33,6 +33,7 @@ def op_delete_client(m: Master, cid: int) -> Callable[[Batch, float], ClientPub]
         for aid in sorted(a.id for a in m.allocations.values() if a.client == cid):
             m.op_delete(aid)(batch, now)
         del m.clients[cid]
+        m.quota.clients.add(c.consumer, -1)
         if m.client_names.get(c.name) == cid:
             del m.client_names[c.name]
         batch.clients[:] = [x for x in batch.clients if x.id != cid]  # made in this very batch

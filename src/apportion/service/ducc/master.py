@@ -38,7 +38,7 @@ from typing import Any
 from apportion.engine.ducc import api
 from apportion.engine.ducc.config import DuccConfig, Policy
 from apportion.plan import PlanError
-from apportion.service import execution
+from apportion.service import execution, quotas
 from apportion.service.ducc.plan import LiveDucc, compile_ducc_live
 from apportion.service.ducc.work import WorkBook
 from apportion.service.master import ApiError, Master
@@ -100,6 +100,9 @@ class DuccMaster(Master):
         raise ApiError(409, EGO_ONLY)
 
     op_create_allocation = op_change_allocation = op_release = op_delete = op_start_activity = _refuse
+
+    def quotas_named(self) -> dict[str, quotas.Quota]:
+        return self.ducc_accounts.quotas  # ducc.quotas: per user
 
     def valid_consumer(self, consumer: str) -> bool:
         return consumer == "/" or (consumer.count("/") == 1 and len(consumer) > 1)
@@ -402,6 +405,7 @@ class DuccMaster(Master):
             self._next_client += 1
             self.clients[c.id] = c
             self.client_names[c.name] = c.id
+            self.quota.clients.add(c.consumer)
             self.user_clients[user] = c.id
             batch.clients.append(c)
             cid = c.id
@@ -449,11 +453,13 @@ class DuccMaster(Master):
                   retries: int) -> Callable[[Batch, float], JobPub]:
         def run(batch: Batch, now: float) -> JobPub:
             name = self.check_work(kind, cls, memory)
+            quotas.check_job(self, f"/{user}")
             client = self.user_client(user, batch, now)
             j = JobPub(self._next_job, kind, user, name, memory, max_processes, threads, argv, env, cwd, client,
                        "waiting", "submitted", retries, now)
             self._next_job += 1
             self.jobs[j.id] = j
+            self.quota.jobs.add(f"/{user}")
             batch.jobs[j.id] = j
             if kind == "job":
                 book = self.books[j.id] = WorkBook.new(j.id, work, retries)
@@ -470,6 +476,8 @@ class DuccMaster(Master):
         """A job ends. Cancelled: its processes are stopped now. Done or failed: each learns it
         from its next request for work and exits by itself; one still running ``kill_grace``
         seconds later is stopped (SIGTERM, then SIGKILL)."""
+        if not j.ended:
+            self.quota.jobs.add(f"/{j.user}", -1)
         j.state, j.reason, j.ended_at = state, reason, now
         batch.jobs[j.id] = j
         self._event(batch, j.client, {"type": "job", "job": j.id, "state": state, "reason": reason})

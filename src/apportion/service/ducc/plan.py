@@ -22,6 +22,7 @@ from apportion.engine.ducc.config import DuccConfig
 from apportion.plan import PlanError, Problem
 from apportion.plan.ducc_scenario import compile_ducc_scenario, ducc_accounts, is_ducc_scenario
 from apportion.plan.positions import parse_yaml
+from apportion.service.quotas import Quota, named_ducc
 
 LIVE_KEYS = ("ducc",)
 _FILE_KEYS = ("directory", "classes", "users")
@@ -71,6 +72,7 @@ class LiveDucc:
 
     config: DuccConfig
     accounts: Mapping[str, str] = field(default_factory=dict)
+    quotas: dict[str, Quota] = field(default_factory=dict)  # ducc.quotas: /USER -> its quota
 
     def account(self, user: str) -> str:
         return self.accounts.get(user) or self.accounts.get("*") or user
@@ -101,4 +103,5 @@ def compile_ducc_live(text: str, source: str = "<plan>", memory: Mapping[str, fl
                                base=Path.cwd(), require_memory=False)  # ducc.accounts checked there
     section = data["ducc"]
     accounts = ducc_accounts(section.get("accounts"))[0] if isinstance(section, Mapping) else {}
-    return LiveDucc(sc.config, accounts)
+    quotas = named_ducc(section.get("quotas")) if isinstance(section, Mapping) else {}
+    return LiveDucc(sc.config, accounts, quotas)

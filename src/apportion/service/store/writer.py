@@ -52,7 +52,7 @@ class Batch:
     deleted_allocations: list[int] = field(default_factory=list)
     deleted_clients: list[int] = field(default_factory=list)
     deleted_hosts: list[str] = field(default_factory=list)
-    audit: list[dict[str, Any]] = field(default_factory=list)  # rows of the calls this batch served (audit.py)
+    audit: list[tuple] = field(default_factory=list)  # rows of the calls this batch served (audit.Row)
     holdings: dict[int, HoldingPub | None] = field(default_factory=dict)  # None: gone
     holdings_full: list[tuple[int, HoldingPub]] | None = None  # the state was rebuilt: all of them
     fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = field(default_factory=dict)
@@ -280,7 +280,7 @@ class StoreWriter:
         return self.make_token(kind, consumer, host)[1]
 
     def make_token(self, kind: str, consumer: str | None = None, host: str | None = None,
-                   audit_row: dict[str, Any] | None = None) -> tuple[int, str]:
+                   audit_row: audit.Row | None = None) -> tuple[int, str]:
         """A new token: (its id, the token). Only its digest is stored; ``audit_row`` with it."""
         token = new_token()
         with self.engine.begin() as c:
@@ -288,8 +288,7 @@ class StoreWriter:
             c.execute(insert(TokenRow).values(id=tid, digest=digest(token), kind=kind, consumer=consumer, host=host,
                                               created_at=time.time()))
             if audit_row is not None:
-                audit.insert_rows(c, self.counters, [{**audit_row, "objects": {**audit_row["objects"],
-                                                                               "created": tid}}])
+                audit.insert_rows(c, self.counters, [audit.with_created(audit_row, tid)])
         return tid, token
 
     def tokens(self) -> list[dict[str, Any]]:
@@ -298,7 +297,7 @@ class StoreWriter:
             return [{"id": r.id, "kind": r.kind, "consumer": r.consumer, "host": r.host, "created_at": r.created_at}
                     for r in c.execute(select(TokenRow).order_by(TokenRow.id))]
 
-    def revoke_token(self, tid: int, audit_row: dict[str, Any] | None = None) -> str | None:
+    def revoke_token(self, tid: int, audit_row: audit.Row | None = None) -> str | None:
         """Delete token ``tid``; its digest, to forget it in caches (None: no such token).
         The last admin token stays (ValueError): without one nobody could make another.
         ``audit_row`` is written with the change (a refusal's row: by the caller)."""
