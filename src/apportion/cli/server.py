@@ -19,11 +19,10 @@ class JsonLines(logging.Formatter):
     """One JSON object a line: time, level, logger, message (and the error, if any)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "json_lines", False):  # access lines, made whole (service/app.py)
+            return record.msg
         out = {"time": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
                "msg": record.getMessage()}
-        fields = getattr(record, "access", None)  # an access line: its fields at the top level
-        if isinstance(fields, dict):
-            out.update(fields)
         if record.exc_info:
             out["error"] = self.formatException(record.exc_info)
         return json.dumps(out)

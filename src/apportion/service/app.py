@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import itertools
+import json
 import logging
 import os
 import secrets
@@ -44,6 +45,33 @@ MAX_BODY = 1 << 20  # 1 MiB for every body but a plan's
 MAX_PLAN = 64 << 20
 
 
+class AccessLines:
+    """The access log: a request's line is one ``json.dumps`` of its fields (the fields of
+    the other log lines too: time, level, logger, msg), and the lines of the requests answered
+    in one turn of the event loop go to logging together, as one record (cli/server.py's
+    formatter writes them as they are): one record and one write per turn, not per request."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+
+    def add(self, scope: Scope, state: dict, rid: str, status: int, started: float) -> None:
+        method, path, p = scope["method"], scope["path"][:200], state.get("principal")
+        line = json.dumps({
+            "time": round(time.time(), 3), "level": "info", "logger": access.name,
+            "msg": f"{method} {path} {status}", "request_id": rid, "method": method, "path": path,
+            "status": status, "ms": round((time.perf_counter() - started) * 1000, 2),
+            "client": (scope.get("client") or ("",))[0],
+            "token": None if p is None else p.token, "kind": None if p is None else p.kind})
+        if not self.pending:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self.pending.append(line)
+
+    def flush(self) -> None:
+        lines, self.pending = self.pending, []
+        if lines:
+            access.info("\n".join(lines), extra={"json_lines": True})
+
+
 class Guard:
     """Pure ASGI, outside everything else:
 
@@ -66,6 +94,7 @@ class Guard:
         self.writer = writer
         self.prefix = f"{os.getpid():x}-{secrets.token_hex(2)}"
         self.count = itertools.count(1)
+        self.lines = AccessLines()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -102,16 +131,7 @@ class Guard:
             if self.writer is not None and not state.get("audited") and audit.audited(scope["method"], scope["path"]):
                 await self._audit_refusal(state, status, said)
             if access.isEnabledFor(logging.INFO):
-                self._access(scope, state, rid, status, started)
-
-    @staticmethod
-    def _access(scope: Scope, state: dict, rid: str, status: int, started: float) -> None:
-        access.info("%s %s %s", scope["method"], scope["path"][:200], status, extra={"access": {
-                "request_id": rid, "method": scope["method"], "path": scope["path"][:200], "status": status,
-                "ms": round((time.perf_counter() - started) * 1000, 2),
-                "client": (scope.get("client") or ("",))[0],
-                "token": getattr(scope["state"].get("principal"), "token", None),
-                "kind": getattr(scope["state"].get("principal"), "kind", None)}})
+                self.lines.add(scope, state, rid, status, started)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope["path"]
@@ -257,7 +277,6 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     # report to no collector here: off (Prometheus /metrics and the JSON logs are the signals)
     quiet = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
     app = FastAPI(title="apportion", version="1", lifespan=lifespan, docs_url=None, redoc_url=None, telemetry=quiet,
-                  dependencies=[Depends(known_query)],
                   description="The live resource manager's API: clients, allocations, activities, events, "
                               "hosts, consumers, plans and tokens. See docs/service.md.")
     app.state.master = None
@@ -271,10 +290,15 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     app.add_middleware(Guard, role=role, writer=writer)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
-    for r in (work.router, jobs.router, events.router, cluster.router, agents.router, health.router, audit_api.router):
+    # every route refuses a query parameter it does not declare: those that take a token in
+    # that one dependency (auth.py), the others (health, the console's pages) in their own
+    checked = [Depends(known_query)]
+    # routes are matched in order: the agents' heartbeats and the allocations' calls first
+    for r in (agents.router, work.router, events.router, jobs.router, cluster.router, audit_api.router):
         app.include_router(r)
+    app.include_router(health.router, dependencies=checked)
     app.include_router(console_api.router)  # the console: read-only /v1 views and its pages at /ui
-    app.include_router(console_pages.router)
+    app.include_router(console_pages.router, dependencies=checked)
     app.openapi = lambda: _with_bearer(app)  # type: ignore[method-assign]
     return app
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
 
-from apportion.service.master import Master, in_subtree
+from apportion.service.api.errors import excerpt
+from apportion.service.master import ApiError, Master, in_subtree
 
 # The bearer scheme is declared in the OpenAPI spec by app.py; a request's dependency reads
 # the header itself, so each call solves one dependency, not three.
@@ -44,7 +45,34 @@ class Caller:
     m: Master
 
 
+_known: dict[int, frozenset[str]] = {}  # id(route) -> the query parameters it declares (routes live as long as the app)
+
+
+def check_query(request: Request) -> None:
+    """A query parameter the route does not declare is a 422 naming it (``?host=h1`` on a
+    path that has no such filter would otherwise list everything)."""
+    route = request.scope.get("route")
+    names = _known.get(id(route))
+    if names is None:
+        found: set[str] = set()
+        todo = [getattr(route, "dependant", None)]
+        while todo:
+            dep = todo.pop()
+            if dep is not None:
+                found.update(p.alias for p in dep.query_params)
+                todo.extend(dep.dependencies)
+        names = _known[id(route)] = frozenset(found)
+    for key in request.query_params:
+        if key not in names:
+            allowed = ", ".join(sorted(names)) or "none"
+            raise ApiError(422, f"{excerpt(key, 40)}: unknown query parameter (this path takes: {allowed})",
+                           where="query")
+
+
 def _resolve(request: Request) -> Principal:
+    """The caller's principal (401 without a known token); first, its query checked (422)."""
+    if request.scope.get("query_string"):
+        check_query(request)
     scheme, _, token = (request.headers.get("authorization") or "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:

@@ -42,6 +42,31 @@ def _activity(m: Master, p: Principal, act_id: int) -> ActivityPub:
     return act
 
 
+# The calls of every round of an application (create, delete) come first: a request is
+# matched against the routes in order (twice: the app, then this router).
+@router.post("/allocations", status_code=201)
+async def create_allocation(body: AllocationIn, c: Caller = Depends(user)) -> Any:
+    p, m = c.p, c.m
+    require_consumer(p, body.consumer)
+    c = m.clients.get(body.client)
+    if c is None:
+        raise ApiError(422, f"client: no client {body.client}")
+    require_consumer(p, c.consumer)
+    groups = groups_of(body.group)
+    m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
+    a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
+                                            body.slots_per_instance, body.exclusive, body.requirement, body.memory))
+    return answer(a.json(), 201)
+
+
+@router.delete("/allocations/{aid}", status_code=204)
+async def delete_allocation(aid: int, c: Caller = Depends(user)) -> Response:
+    p, m = c.p, c.m
+    _alloc(m, p, aid)
+    await run(m, m.op_delete(aid))
+    return Response(status_code=204)
+
+
 @router.post("/clients", status_code=201)
 async def register_client(body: ClientIn, c: Caller = Depends(user)) -> Any:
     """Register (or register again under the same name: its allocations are kept)."""
@@ -80,21 +105,6 @@ async def get_client(client_id: int, c: Caller = Depends(user)) -> dict[str, Any
     return c.json()
 
 
-@router.post("/allocations", status_code=201)
-async def create_allocation(body: AllocationIn, c: Caller = Depends(user)) -> Any:
-    p, m = c.p, c.m
-    require_consumer(p, body.consumer)
-    c = m.clients.get(body.client)
-    if c is None:
-        raise ApiError(422, f"client: no client {body.client}")
-    require_consumer(p, c.consumer)
-    groups = groups_of(body.group)
-    m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
-    a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
-                                            body.slots_per_instance, body.exclusive, body.requirement, body.memory))
-    return answer(a.json(), 201)
-
-
 @router.get("/allocations/{aid}")
 async def get_allocation(aid: int, c: Caller = Depends(user)) -> Any:
     p, m = c.p, c.m
@@ -130,14 +140,6 @@ async def release_allocation(aid: int, body: ReleaseIn | None = None, c: Caller 
     body = body or ReleaseIn()
     a = await run(m, m.op_release(aid, body.hosts, body.blocked, body.slots))
     return a.json()
-
-
-@router.delete("/allocations/{aid}", status_code=204)
-async def delete_allocation(aid: int, c: Caller = Depends(user)) -> Response:
-    p, m = c.p, c.m
-    _alloc(m, p, aid)
-    await run(m, m.op_delete(aid))
-    return Response(status_code=204)
 
 
 @router.post("/allocations/{aid}/activities", status_code=201)
