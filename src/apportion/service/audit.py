@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
+from apportion.service.store.db import insert_many
 from apportion.service.store.models import AuditRow
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -128,19 +129,7 @@ def wrap(op: Callable[[Any, float], Any]) -> Callable[[Any, float], Any]:
     return run
 
 
-_COLUMNS = "id, at, request_id, token, kind, consumer, method, path, objects, status, outcome"
-_SQL: dict[str, str] = {}  # paramstyle -> the INSERT
-
-
-def _insert_sql(c: Connection) -> str:
-    style = c.dialect.paramstyle
-    sql = _SQL.get(style)
-    if sql is None:
-        mark = "?" if style == "qmark" else "%s"  # SQLite's driver; psycopg (format / pyformat)
-        obj = mark if c.dialect.name == "sqlite" else f"CAST({mark} AS JSON)"
-        marks = ", ".join([mark] * 8 + [obj, mark, mark])
-        sql = _SQL[style] = f"INSERT INTO {AuditRow.__tablename__} ({_COLUMNS}) VALUES ({marks})"
-    return sql
+_COLUMNS = ("id", "at", "request_id", "token", "kind", "consumer", "method", "path", "objects", "status", "outcome")
 
 
 def insert_rows(c: Connection, counters: Any, rows: list[Row]) -> None:
@@ -150,8 +139,8 @@ def insert_rows(c: Connection, counters: Any, rows: list[Row]) -> None:
     if rows:
         first = counters.take(c, "audit", len(rows), durable=False)  # rows never go: the table keeps the top
         dumps = json.dumps
-        c.exec_driver_sql(_insert_sql(c), [(first + i, *r[:OBJECTS], dumps(r[OBJECTS], separators=(",", ":")),
-                                            *r[OBJECTS + 1:]) for i, r in enumerate(rows)])
+        insert_many(c, AuditRow, _COLUMNS, [(first + i, *r[:OBJECTS], dumps(r[OBJECTS], separators=(",", ":")),
+                                             *r[OBJECTS + 1:]) for i, r in enumerate(rows)])
 
 
 def write(engine: Engine, counters: Any, rows: list[Row]) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import JSON, Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.engine import make_url
 
@@ -69,6 +69,28 @@ def retry_locked(fn: Callable[..., T], *args: Any, tries: int = 6) -> T:
                 raise
             time.sleep(0.02 * 2**i)
     raise AssertionError("unreachable")
+
+
+_INSERTS: dict[tuple[str, str, tuple[str, ...]], str] = {}  # (table, dialect, columns) -> the INSERT
+
+
+def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """``rows`` (tuples in the order of ``columns``) inserted into ``table`` (a model) by one
+    prepared statement that the driver runs for all of them: none of the ORM's per-row work.
+    A JSON column takes its text, made by the caller (``json.dumps``)."""
+    if not rows:
+        return
+    key = (table.__tablename__, c.dialect.name, columns)
+    sql = _INSERTS.get(key)
+    if sql is None:
+        mark = "?" if c.dialect.paramstyle == "qmark" else "%s"  # SQLite's driver; psycopg
+        types = table.__table__.columns
+        marks = [f"CAST({mark} AS JSON)" if c.dialect.name != "sqlite" and isinstance(types[n].type, JSON) else mark
+                 for n in columns]
+        quote = c.dialect.identifier_preparer.quote
+        sql = _INSERTS[key] = (f"INSERT INTO {quote(table.__tablename__)} ({', '.join(quote(n) for n in columns)}) "
+                               f"VALUES ({', '.join(marks)})")
+    c.exec_driver_sql(sql, rows)
 
 
 def make_engine(url: str) -> Engine:
