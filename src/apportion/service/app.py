@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import gc
 import itertools
-import json
 import logging
 import os
 import secrets
@@ -14,6 +13,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _quote  # a JSON string, as json.dumps writes it
 
 import swagger_ui_bundle
 from fastapi import Depends, FastAPI
@@ -46,8 +46,9 @@ MAX_PLAN = 64 << 20
 
 
 class AccessLines:
-    """The access log: a request's line is one ``json.dumps`` of its fields (the fields of
-    the other log lines too: time, level, logger, msg), and the lines of the requests answered
+    """The access log: a request's line is one JSON object with its fields (and those of the
+    other log lines: time, level, logger, msg), written out directly (its strings quoted as
+    ``json.dumps`` quotes them; no dict, no encoder), and the lines of the requests answered
     in one turn of the event loop go to logging together, as one record (cli/server.py's
     formatter writes them as they are): one record and one write per turn, not per request."""
 
@@ -56,12 +57,13 @@ class AccessLines:
 
     def add(self, scope: Scope, state: dict, rid: str, status: int, started: float) -> None:
         method, path, p = scope["method"], scope["path"][:200], state.get("principal")
-        line = json.dumps({
-            "time": round(time.time(), 3), "level": "info", "logger": access.name,
-            "msg": f"{method} {path} {status}", "request_id": rid, "method": method, "path": path,
-            "status": status, "ms": round((time.perf_counter() - started) * 1000, 2),
-            "client": (scope.get("client") or ("",))[0],
-            "token": None if p is None else p.token, "kind": None if p is None else p.kind})
+        token = "null" if p is None or p.token is None else int(p.token)
+        kind = "null" if p is None or p.kind is None else _quote(p.kind)
+        line = (f'{{"time": {time.time():.3f}, "level": "info", "logger": "apportion.access", '
+                f'"msg": {_quote(f"{method} {path} {status}")}, "request_id": {_quote(rid)}, '
+                f'"method": {_quote(method)}, "path": {_quote(path)}, "status": {int(status)}, '
+                f'"ms": {(time.perf_counter() - started) * 1000:.2f}, '
+                f'"client": {_quote(str((scope.get("client") or ("",))[0]))}, "token": {token}, "kind": {kind}}}')
         if not self.pending:
             asyncio.get_running_loop().call_soon(self.flush)
         self.pending.append(line)
