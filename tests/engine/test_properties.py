@@ -126,6 +126,9 @@ def check_invariants(e: Engine) -> None:
     assert sum(per_host.values()) <= sum(h.host.slots for h in s.hosts.values())
     # the book kept for speed agrees with a recount
     assert s.with_free == {n for n, h in s.hosts.items() if h.free > 0}, "with_free out of step"
+    for g, gi in s.groups.items():
+        assert gi.open_free == sum(h.free for h in gi.hosts if h.takes_work and h.free > 0), \
+            f"{g}: open free slots out of step"
     for leaf, marked in s.reclaim_for.items():
         if leaf in s.consumers:
             assert s.incoming.get(leaf, 0) == sum(a.slots for a in marked.values()), f"{leaf}: incoming out of step"

@@ -10,7 +10,7 @@ import gc
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from apportion.engine.cycle import Cycle
+from apportion.engine.cycle import Cycle, QuietRecord
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.model import (
     ROOT,
@@ -46,11 +46,21 @@ class _Blocked:
 
 
 class Engine:
-    """Holds the state of one cluster under one plan and runs its cycles."""
+    """Holds the state of one cluster under one plan and runs its cycles.
 
-    def __init__(self, plan: Plan) -> None:
+    ``skip_quiet``: a cycle is not run when it is certain to decide nothing: the last
+    one decided nothing and only new requests came since, none of which that cycle
+    could have served or that changes anyone's share (``cycle.QuietRecord``). The
+    decisions are the same either way; for callers that change the state only
+    through this class (the simulator), not the live master (it fences slots on the
+    state itself)."""
+
+    def __init__(self, plan: Plan, *, skip_quiet: bool = False) -> None:
         self.state = ClusterState(prepared(plan))  # owned hosts worked out if not yet (seed 000)
         self._views: dict = {}
+        self.skip_quiet = skip_quiet
+        self._quiet: QuietRecord | None = None
+        self.skipped = 0  # cycles not run (skip_quiet)
 
     @property
     def plan(self) -> Plan:
@@ -61,10 +71,12 @@ class Engine:
         self.state.add_request(request)
 
     def change(self, request_id: str, *, min: int | None = None, max: int | None = None) -> None:
+        self._quiet = None
         self.state.change_request(request_id, min_slots=min, max_slots=max)
 
     def release(self, request_id: str) -> None:
         """The client is done: every slot of the request goes back."""
+        self._quiet = None
         self.state.close_request(request_id)
 
     def release_hosts(self, request_id: str, hosts: Iterable[str], block: bool = False,
@@ -73,6 +85,7 @@ class Engine:
         slots of it on each host named there: those being reclaimed first, then the
         newest. Its max stays: it may be granted elsewhere. ``block``: those hosts never
         serve it again. Returns the slots given back."""
+        self._quiet = None
         rs = self.state.requests[request_id]
         counts = dict(slots or {})
         names = set(hosts) | set(counts)
@@ -98,6 +111,7 @@ class Engine:
         """Put back an open request and what it held, as stored by the service: each
         allocation as (id, group, host, slots, source, pending reclaim or None). Ids are
         kept, so the service's books and the engine's keep naming the same allocations."""
+        self._quiet = None
         names = frozenset(blocked)
         if names:
             request = replace(request, requirement=_Blocked(names, request.requirement))
@@ -128,12 +142,14 @@ class Engine:
         new = rebuild(self.state, plan)
         self.state = new.state
         self._views = {}
+        self._quiet = None
         return new.removed
 
     def set_host_state(self, name: str, state: HostState) -> list[Removal]:
         """A host closes, opens, goes down (its allocations are lost) or comes back.
         Going down or coming back shrinks or grows its groups: owned hosts are worked
         out again (seed 000, step 3; engine/ownership.py)."""
+        self._quiet = None
         was_down = self.state.hosts[name].state is HostState.DOWN
         lost = self.state.set_host_state(name, state)
         if was_down != (state is HostState.DOWN):
@@ -141,6 +157,7 @@ class Engine:
         return lost
 
     def _reown(self, grew: bool) -> None:
+        self._quiet = None
         new = after_host_change(self.state, grew)
         if new is not self.state:
             self.state = new
@@ -153,6 +170,10 @@ class Engine:
 
     # what the engine decides ------------------------------------------------------
     def cycle(self, now: float) -> Decisions:
+        quiet = self._quiet
+        if quiet is not None and quiet.still_quiet(self.state, now):
+            self.skipped += 1
+            return Decisions(now)
         # a cycle makes a great many small objects and no reference cycles among them;
         # the collector, triggered by the count alone, would walk the whole state again
         # and again (some 15% of a steady cycle). It is paused for the cycle only.
@@ -166,6 +187,7 @@ class Engine:
             if paused:
                 gc.enable()
         self._views = c.views
+        self._quiet = QuietRecord.of(c, decisions) if self.skip_quiet else None
         return decisions
 
     def next_deadline(self) -> float | None:

@@ -31,7 +31,7 @@ from itertools import chain
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
-from apportion.engine.placement import choose_among, choose_hosts
+from apportion.engine.placement import change_free, choose_among, choose_hosts
 from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
     OWN,
@@ -43,7 +43,7 @@ from apportion.engine.state import (
     pool_source,
 )
 
-__all__ = ["Cycle", "GroupView", "rank_key"]
+__all__ = ["Cycle", "GroupView", "QuietRecord", "rank_key"]
 
 INF = float("inf")
 
@@ -117,15 +117,27 @@ class Cycle:
         self.views: dict[str, GroupView] = {}
         self.want: dict[str, int] = {}  # leaf -> slots it still wants this cycle
         self.granted_now: dict[str, list] = {}  # request -> allocations granted this cycle
+        # request -> slots placed this cycle for a request that cannot reach its min
+        # (see _give): [(group, host, slots, source, allocation id)], counted like
+        # allocations but never made into one, as phase 8 takes them back anyway
+        self.held_back: dict[str, list] = {}
+        self._hold_back_ok = False  # the serving phases where that is exact (_give)
+        self._held_back_keys: set[tuple[str, str, str]] = set()  # (leaf, group, source) of those
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
         self._victim_lists: dict[tuple[str, str], list] = {}
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
         self._shorts: dict[tuple[str, bool, str], list[str]] = {}
+        # leaves whose decisions here could change if they wanted more: what they still
+        # wanted bounded something, or their walk reached the end of their requests
+        # (QuietRecord: a cycle with nothing but new requests of other leaves since)
+        self.sensitive: set[str] = set()
+        self.want0: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
         s = self.s
+        s.recent = []
         self.d.lost, s.lost = s.lost, []
         self._expire()
         self._cancel_unneeded()
@@ -137,6 +149,7 @@ class Cycle:
                 n -= incoming.get(leaf, 0)
                 if n > 0:
                     self.want[leaf] = n
+        self.want0 = frozenset(self.want)
         if self.want:
             self._serve_own()
             self._serve_pool()
@@ -425,6 +438,8 @@ class Cycle:
     def _give(self, rs: RequestState, g: str, n: int, source: str) -> int:
         """Place up to ``n`` slots of ``rs`` in ``g`` from ``source``; returns slots placed."""
         req: Request = rs.spec
+        if n >= self.want.get(req.consumer, 0):
+            self.sensitive.add(req.consumer)  # what it wants may be what bounds n
         unmet = rs.max - rs.held
         inst = min(n, unmet) // req.order
         if inst <= 0:
@@ -433,17 +448,26 @@ class Cycle:
             return 0
         placed = 0
         wanted = inst * req.order
-        hosts, group = self.s.hosts, self.s.groups[g]
+        s = self.s
+        hosts, group = s.hosts, s.groups[g]
+        place = self._place
+        if self._hold_back_ok and source[0] == "p" and not req.exclusive and not s.in_use \
+                and rs.held + sum(s.groups[x].open_free for x in rs.groups) < rs.min:
+            # a request that cannot reach its min this cycle, even with every free slot
+            # of its groups: phase 8 will take back whatever it is given. What it is
+            # given still counts until then (it keeps those slots from the leaves served
+            # after it), so it is counted, but not made into allocations and grants
+            place = self._hold_back
         owned_hosts = self.views[g].gp.owned_hosts
         if owned_hosts:
             # owned hosts first: the consumer's own for its own slots, the lender's for
             # lent ones, the parent's for its private pool's
             mine = owned_hosts.get(req.consumer if source == OWN else source[5:], ())
             if mine:
-                placed = self._place(rs, g, choose_among(hosts, group, req, req.consumer, inst, mine), source)
+                placed = place(rs, g, choose_among(hosts, group, req, req.consumer, inst, mine), source)
                 inst -= placed // req.order
         if inst > 0:
-            placed += self._place(rs, g, choose_hosts(hosts, group, req, req.consumer, inst), source)
+            placed += place(rs, g, choose_hosts(hosts, group, req, req.consumer, inst), source)
         if placed:
             self.want[req.consumer] -= placed
         if placed < wanted:
@@ -463,12 +487,43 @@ class Cycle:
             placed += slots
         return placed
 
+    def _hold_back(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+        """``_place`` for a request phase 8 will take back (``_give``): every count that
+        ``ClusterState.add`` moves and a later phase reads (the request's and the
+        leaf's, the pool's, the hosts'), moved alike; allocation ids are used up alike.
+        Only a share pool's slots in the pool and surplus phases come here: phase 6
+        reclaims only from leaves above what they may keep, and no grant of those
+        phases takes a leaf there; ``_mark`` checks it (``_held_back_keys``)."""
+        if not picks:
+            return 0
+        s = self.s
+        leaf = rs.spec.consumer
+        hosts, with_free, changed = s.hosts, s.with_free, s.changed
+        mine = self.held_back.setdefault(rs.spec.id, [])
+        placed = 0
+        for host, slots in picks:
+            aid = s._next_id
+            s._next_id = aid + 1
+            if changed is not None:
+                changed.add(aid)
+            h = hosts[host]
+            change_free(h, -slots)
+            if h.free <= 0:
+                with_free.discard(host)
+            users = h.users
+            users[leaf] = users.get(leaf, 0) + slots
+            mine.append((g, host, slots, source, aid))
+            placed += slots
+        s.count_held(rs, g, source, placed)
+        self._held_back_keys.add((leaf, g, source))
+        return placed
+
     def _note_stuck(self, leaf: str, g: str) -> None:
         """The leaf had room in ``g`` but could not place anything: it must not hold
         up the surplus for others (``_pool_has_deficit``), and reclaiming for it is
         futile until something outside the engine changes (``ClusterState.epoch``)."""
         self.stuck.add((leaf, g))
-        self.s.futile[(leaf, g)] = self.s.epoch
+        self.s.futile[(leaf, g)] = self.s.futile_at = self.s.epoch
 
     def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
                serve: Callable[[str, RequestState, str, GroupView], None],
@@ -505,6 +560,8 @@ class Cycle:
                     i += 1  # still in the book; a request served in full left it, the next took its place
                 if want[leaf] <= 0 or not open_groups:
                     break
+            else:
+                self.sensitive.add(leaf)  # every request looked at: a new one would be too
 
     def _wanting(self, among) -> list[str]:
         """The leaves of ``among`` that still want slots, in serving order."""
@@ -558,6 +615,8 @@ class Cycle:
                 return
             self._give(rs, g, min(idle, self._headroom(leaf, g, v)), OWN)
             short = min(self._own_idle(leaf, g, v), self.want.get(leaf, 0), rs.unmet)
+            if short >= self.want.get(leaf, 0):
+                self.sensitive.add(leaf)
             if short > 0 and not self.s.is_futile(leaf, g):
                 self._free_within_max(leaf, g, v, short)
 
@@ -679,6 +738,16 @@ class Cycle:
         return v.pool_size.get(owner, 0) - self.s.pool_used[g].get(owner, 0)
 
     def _serve_pool(self) -> None:
+        # what this phase gives a leaf stays within its quota, so within what phase 6
+        # lets it keep: slots it gives a request that phase 8 takes back may be counted
+        # only (_give, _hold_back)
+        self._hold_back_ok = True
+        try:
+            self._serve_pool_passes()
+        finally:
+            self._hold_back_ok = False
+
+    def _serve_pool_passes(self) -> None:
         for quotas in self._quota_passes():
             # only leaves below their quota in a pool that has idle slots: in a settled
             # cluster most leaves that want more already have their share. Within the
@@ -781,6 +850,9 @@ class Cycle:
         newest allocations first (they have done the least work). With ``req`` (what
         the slots are for), only slots the request could use once freed: on hosts
         matching its requirement where a whole instance would fit."""
+        # slots held back (_hold_back) are never reclaimed: nothing marks a leaf's pool
+        # slots before the surplus phase but for being above what it may keep there
+        assert (victim_leaf, g, src) not in self._held_back_keys, "a reclaim of slots held back"
         # newest first: the index keeps allocations in the order they came to the source
         index = self.s.by_source.get((victim_leaf, g, src))
         if not index:
@@ -883,6 +955,8 @@ class Cycle:
         victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
         for b in victims:
             n = min(self.want.get(leaf, 0), rs.unmet, self._max_room(leaf, g, v))
+            if n >= self.want.get(leaf, 0):
+                self.sensitive.add(leaf)
             n -= n % rs.spec.order  # whole instances only
             if n <= 0:
                 break
@@ -911,6 +985,8 @@ class Cycle:
                 q = quotas(v)
                 for owner in short_in[leaf].get(g, ()):
                     deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
+                    if deficit >= self.want.get(leaf, 0):
+                        self.sensitive.add(leaf)
                     deficit -= deficit % rs.spec.order  # whole instances only
                     if deficit <= 0:
                         continue
@@ -1075,7 +1151,11 @@ class Cycle:
                 if open_:
                     first_seq[leaf] = min(open_)
         leaves = sorted(first_seq, key=lambda p: (first_seq[p], self.s.consumers[p].index))
-        self._serve(leaves, room, serve, lambda leaf: idle_in[leaf])
+        self._hold_back_ok = True  # only phase 8 comes after: nothing marks slots given here
+        try:
+            self._serve(leaves, room, serve, lambda leaf: idle_in[leaf])
+        finally:
+            self._hold_back_ok = False
 
     def _pool_has_deficit(self, v: GroupView, owner: str) -> bool:
         """Surplus waits while a leaf of the pool still lacks its deserved share and
@@ -1093,15 +1173,35 @@ class Cycle:
     # -- 8. min -----------------------------------------------------------------
     def _enforce_min(self) -> None:
         undo = set()
+        s = self.s
         for rid, allocs in self.granted_now.items():
-            rs = self.s.requests[rid]
+            rs = s.requests[rid]
             if rs.held < rs.min:
                 for a in allocs:
-                    if a.id in self.s.allocs:
-                        self.s.remove(a)
+                    if a.id in s.allocs:
+                        s.remove(a)
                 undo.add(rid)
         if undo:
             self.d.grants = [gr for gr in self.d.grants if gr.request not in undo]
+        hosts, with_free, changed = s.hosts, s.with_free, s.changed
+        for rid, held in self.held_back.items():
+            rs = s.requests[rid]
+            assert rs.held < rs.min, "a request held back reached its min"
+            leaf = rs.spec.consumer
+            for g, host, slots, source, aid in held:
+                if changed is not None:
+                    changed.add(aid)
+                s.count_held(rs, g, source, -slots)
+                h = hosts[host]
+                users = h.users
+                users[leaf] -= slots
+                if not users[leaf]:
+                    del users[leaf]
+                change_free(h, slots)
+                if h.free > 0:
+                    with_free.add(host)
+        self.held_back = {}
+        self._held_back_keys.clear()
 
     # -- shrinking pools --------------------------------------------------------
     def _reclaim_overused_pools(self) -> None:
@@ -1127,3 +1227,128 @@ class Cycle:
                     over -= got
                     if over <= 0:
                         break
+
+
+class QuietRecord:
+    """A cycle that decided nothing, kept to answer whether the next one would too.
+
+    When nothing but new requests came since (no release, change, host event,
+    deadline or allocation), the next cycle decides nothing either if each new
+    request's leaf could not have been served differently with more demand:
+
+    - in that cycle it wanted slots from the start, and still did at the end (every
+      test of ``want > 0`` comes out the same);
+    - no amount given or reclaimed for it was bounded by what it wanted (``sensitive``),
+      and its walk through its requests stopped before their end: a new request,
+      last in arrival order, is never reached;
+    - it already had a wanting request leading it, in every group the new one can
+      use, and no later in the surplus order (``_surplus``);
+    - its demand grows only where it was above what it owns (its owned part is the
+      same) and in pools whose division stands (it got less than it needed, or it
+      needed the whole pool: ``Cycle._division``'s reuse rule), or it was at its max;
+    - nothing would be called off for it (``_cancel_unneeded``);
+    - and no leaf was found unplaceable at that epoch (a new request starts a new
+      epoch, and ``is_futile`` would answer otherwise).
+
+    The cycle would then read the same numbers everywhere and decide nothing: it is
+    not run. Its views stay (what each leaf deserves is the same); the demand shown
+    for the new requests' leaves is brought up to date."""
+
+    __slots__ = ("c", "fingerprint", "seen", "shown")
+
+    def __init__(self, c: Cycle) -> None:
+        self.c = c
+        self.fingerprint = self._fingerprint(c.s, 0)
+        self.seen = 0
+        self.shown: dict[tuple[str, str], int] = {}  # (group, leaf) -> its demand in that cycle
+
+    @staticmethod
+    def _fingerprint(s: ClusterState, opened: int) -> tuple:
+        return (s._next_id, len(s.allocs), s.epoch - opened, len(s.requests) - opened, len(s.fences),
+                len(s.in_use))
+
+    @classmethod
+    def of(cls, c: Cycle, d: Decisions) -> QuietRecord | None:
+        s = c.s
+        if d or s.futile_at == s.epoch or s.lost:
+            return None
+        return cls(c)
+
+    def still_quiet(self, s: ClusterState, now: float) -> bool:
+        c = self.c
+        if s is not c.s or s.lost:
+            return False
+        new = s.recent
+        if self._fingerprint(s, len(new)) != self.fingerprint:
+            return False
+        deadline = s.next_deadline()
+        if deadline is not None and deadline <= now:
+            return False
+        for rs in new[self.seen:]:
+            if not self._absorbs(rs):
+                return False
+        for rs in new[self.seen:]:
+            self._show_demand(rs)
+        self.seen = len(new)
+        return True
+
+    def _absorbs(self, rs: RequestState) -> bool:
+        c, s = self.c, self.c.s
+        leaf = rs.spec.consumer
+        if leaf in c.sensitive or leaf not in c.want0 or c.want.get(leaf, 0) <= 0:
+            return False
+        if s.incoming.get(leaf, 0) > s.unmet.get(leaf, 0):
+            return False
+        book = s.wanting_of.get(leaf)
+        if not book:
+            return False
+        head = book.peekitem(0)[1]
+        if head.order >= s._opened - len(s.recent) or head.seq > rs.seq:
+            return False  # it was not there to lead, or it would not lead
+        for g in rs.groups:
+            if g not in head.groups:
+                return False
+            v = c.views.get(g)
+            if v is None or not self._division_stands(v, leaf):
+                return False
+        return True
+
+    def _division_stands(self, v: GroupView, leaf: str) -> bool:
+        gp = v.gp
+        st = gp.settings[leaf]
+        dem = self.shown.get((v.name, leaf))
+        if dem is None:
+            dem = v.demand.get(leaf, 0)
+        if st.max is not None and dem >= st.max:
+            return True  # its demand stays at its max
+        if dem < v.owned.get(leaf, 0):
+            return False  # its owned part would grow
+        if st.share_ratio <= 0:
+            return True  # it takes part in no division
+        divisions = self.c.s.divisions
+        for owner in gp.pools_of[leaf]:
+            size = v.pool_size.get(owner, 0)
+            if size <= 0:
+                continue
+            if owner not in v.deserved_pool:
+                return False  # not divided then: it did not need this pool
+            last = divisions.get((v.name, owner))
+            if last is None:
+                return False
+            need = last[3].get(leaf)
+            if need is None:
+                return False
+            if not (need >= size or last[4].get(leaf, 0) < need):
+                return False  # it had all it needed: more need changes the division
+        return True
+
+    def _show_demand(self, rs: RequestState) -> None:
+        c, s = self.c, self.c.s
+        leaf = rs.spec.consumer
+        for g in rs.groups:
+            v = c.views[g]
+            u = s.usage_in[g].get(leaf)
+            dem = (u.held if u else 0) + s.unmet_in[g].get(leaf, 0)
+            mx = v.gp.settings[leaf].max
+            self.shown.setdefault((g, leaf), v.demand.get(leaf, 0))
+            v.demand[leaf] = dem if mx is None or mx >= dem else mx

@@ -54,6 +54,9 @@ class GroupIndex:
         self._by_free = -self._span if self.balanced else self._span if self.best_fit else 0
         # running sums, so that capacity is not a walk over every host each cycle
         self.slots_taking_work = 0
+        # free slots on the hosts taking work: all that a cycle could still hand out
+        # here (Cycle._give: a request that cannot reach its min even with all of them)
+        self.open_free = 0
         self.not_taking: dict[str, HostLedger] = {}  # closed or unavailable hosts
         for h in hosts:
             h.groups.append(self)
@@ -81,6 +84,8 @@ class GroupIndex:
     def _count_state(self, h: HostLedger, sign: int) -> None:
         if h.takes_work:
             self.slots_taking_work += sign * h.host.slots
+            if h.free > 0:
+                self.open_free += sign * h.free
         elif h.state is not HostState.DOWN:
             if sign > 0:
                 self.not_taking[h.host.name] = h
@@ -126,6 +131,11 @@ def change_free(h: HostLedger, delta: int) -> None:
     before = h.free
     after = before + delta
     h.free = after
+    if h.takes_work:
+        moved = (after if after > 0 else 0) - (before if before > 0 else 0)
+        if moved:
+            for g in h.groups:
+                g.open_free += moved
     if after > 0:
         for g in h.groups:
             if g.keyed_by_free or before <= 0:

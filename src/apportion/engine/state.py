@@ -198,6 +198,9 @@ class ClusterState:
         # reclaims nothing for that group until the world changes (a new epoch)
         self.futile: dict[tuple[str, str], int] = {}
         self.epoch = 0
+        self.futile_at = -1  # the epoch of the latest such mark
+        # requests opened since the last cycle began (Cycle.quiet_record reads them)
+        self.recent: list[RequestState] = []
         # the live service's books (engine/live.py); empty and unused in `solve`:
         # allocation ids added, changed or removed since the caller last took them
         self.changed: set[int] | None = None
@@ -394,6 +397,7 @@ class ClusterState:
         self.requests_of.setdefault(req.consumer, {})[req.id] = rs
         rs.order = self._opened
         self._opened += 1
+        self.recent.append(rs)
         self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet)
 
@@ -467,17 +471,7 @@ class ClusterState:
         if spec.exclusive:
             h.exclusive_for = spec.id
         if source[0] == "p":  # a share pool's: the common case, counted here
-            self.touched[group].add(leaf)
-            here = self.usage_in[group]
-            u = here.get(leaf)
-            if u is None:
-                u = here[leaf] = Usage()
-            who = source[5:]
-            pools = u.pools
-            pools[who] = pools.get(who, 0) + slots
-            pu = self.pool_used[group]
-            pu[who] = pu.get(who, 0) + slots
-            u.held += slots
+            self._pool_counts(leaf, group, source, slots)
             skey = (leaf, group, source)
             index = self.by_source.get(skey)
             if index is None:
@@ -490,6 +484,31 @@ class ClusterState:
         for p in self.chain[leaf]:
             st[p] = st.get(p, 0) + slots
         return a
+
+    def _pool_counts(self, leaf: str, group: str, source: str, slots: int) -> None:
+        """A leaf's share-pool slots in ``group`` move by ``slots``: its books, the pool's."""
+        self.touched[group].add(leaf)
+        here = self.usage_in[group]
+        u = here.get(leaf)
+        if u is None:
+            u = here[leaf] = Usage()
+        who = source[5:]
+        pools = u.pools
+        pools[who] = pools.get(who, 0) + slots
+        pu = self.pool_used[group]
+        pu[who] = pu.get(who, 0) + slots
+        u.held += slots
+
+    def count_held(self, rs: RequestState, group: str, source: str, slots: int) -> None:
+        """What ``add`` (``slots`` > 0) or ``remove`` (< 0) of share-pool slots of
+        ``rs`` in ``group`` does to the counts, without an allocation: for slots a
+        cycle gives and takes back within itself (Cycle._hold_back)."""
+        leaf = rs.spec.consumer
+        self._held_by(rs, slots)
+        self._pool_counts(leaf, group, source, slots)
+        st = self.subtree_held[group]
+        for p in self.chain[leaf]:
+            st[p] = st.get(p, 0) + slots
 
     def remove(self, a: Allocation) -> None:
         if self.changed is not None:

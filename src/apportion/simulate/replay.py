@@ -97,7 +97,7 @@ class Replay:
         if tick <= 0:
             raise SimulationError("tick must be above 0 seconds")
         self.plan = plan
-        self.engine = Engine(plan)
+        self.engine = Engine(plan, skip_quiet=True)
         self.jobs = iter(jobs)
         self.resolve = resolve
         self.tick = tick
