@@ -231,7 +231,7 @@ def bench_simulate(
     cases: list[str] = typer.Argument(None, help="Cases to run: nasa, curie, synthetic, sweep (default: all)."),
     traces: Path | None = typer.Option(None, "--traces", help="The shared traces directory "
                                        "(default: ../shared/traces beside the repository)."),
-    jobs: int = typer.Option(1_000_000, "--jobs", min=1, help="synthetic: jobs."),
+    jobs: int = typer.Option(1_000_000, "--jobs", min=1, help="synthetic: jobs; curie: only the first N jobs."),
     consumers: int = typer.Option(1_000, "--consumers", min=1, help="synthetic: consumers."),
     hosts: int = typer.Option(10_000, "--hosts", min=1, help="synthetic: hosts of 8 slots."),
     variants: int = typer.Option(16, "--variants", min=1, help="sweep: variants."),
