@@ -128,3 +128,49 @@ def test_the_cli_reads_the_audit_and_the_access_log_has_a_line_per_request(world
     assert line["method"] == "GET" and line["path"] == "/v1/hosts" and line["status"] == 200
     assert line["kind"] == "admin" and isinstance(line["ms"], float)
     assert lines
+
+
+def test_access_lines_are_json_whatever_the_path_and_go_out_once_per_turn():
+    """The access line is written out by hand (no encoder): it must still be one JSON object
+    with the fields, whatever a path holds, and a turn's lines go to logging as one record."""
+    import asyncio
+    import logging
+    import time
+
+    from apportion.cli.server import JsonLines
+    from apportion.service.app import AccessLines, access
+    from apportion.service.auth import Principal
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep()
+    access.addHandler(keep)
+    old = access.level
+    access.setLevel(logging.INFO)
+    paths = ['/v1/clients/"quoted"\\x', "/v1/h\u00f4tes/\u2603\n\t\x01", "/v1/allocations/5"]
+    try:
+        async def turn() -> None:
+            lines = AccessLines()
+            for i, path in enumerate(paths):
+                scope = {"method": "DELETE", "path": path, "client": ("10.0.0.1", 5)}
+                state = {"principal": Principal("consumer", "/A", token=7)} if i else {}
+                lines.add(scope, state, f"r-{i}", 404 if i else 401, time.perf_counter())
+            await asyncio.sleep(0)  # the turn ends: its lines are written
+            await asyncio.sleep(0)
+        asyncio.run(turn())
+    finally:
+        access.removeHandler(keep)
+        access.setLevel(old)
+    assert len(records) == 1
+    out = JsonLines().format(records[0]).split("\n")
+    got = [json.loads(x) for x in out]
+    assert [x["path"] for x in got] == paths
+    assert [x["request_id"] for x in got] == ["r-0", "r-1", "r-2"]
+    assert got[0]["token"] is None and got[0]["kind"] is None and got[0]["status"] == 401
+    assert got[1]["token"] == 7 and got[1]["kind"] == "consumer" and got[1]["client"] == "10.0.0.1"
+    assert all(x["logger"] == "apportion.access" and x["method"] == "DELETE" and isinstance(x["ms"], float)
+               and x["msg"] == f"DELETE {x['path']} {x['status']}" for x in got)
