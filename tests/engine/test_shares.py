@@ -64,3 +64,31 @@ def test_needs_above_an_unsaturated_share_do_not_change_the_division(pool, data)
             # any other need that still stands above the share
             moved[leaf] = data.draw(st.integers(int(share) + 1, 80))
     assert divide_pool(t, "/", size, moved, parent_mode, dynamic)[0] == got
+
+
+@st.composite
+def flat_divisions(draw):
+    """A one-level tree (every child of / a leaf: ratios 0-4, a few priority bands),
+    the needs of some of its leaves, a pool size, the enforcement mode."""
+    n = draw(st.integers(1, 12))
+    ratios = {f"/x{i}": draw(st.integers(0, 4)) for i in range(n)}
+    prios = {p: draw(st.sampled_from([None, None, 1, 2])) for p in ratios}
+    need = {p: draw(st.integers(0, 40)) for p in ratios if draw(st.booleans())}
+    return ratios, prios, need, draw(st.integers(1, 120)), draw(st.booleans()), draw(st.booleans())
+
+
+@given(flat_divisions())
+def test_a_flat_division_in_whole_numbers_is_the_rationals_to_the_slot(case):
+    ratios, prios, need, size, parent_mode, dynamic = case
+    t = tree_of(ratios, prios)
+    got, exact = divide_pool(t, "/", size, need, parent_mode, dynamic)
+    want, want_exact = divide_pool(t, "/", size, need, parent_mode, dynamic, fast=False)
+    assert got == want
+    assert {k: v for k, v in exact.items() if v} == {k: v for k, v in want_exact.items() if v}
+
+
+def test_a_flat_division_of_many_leaves_breaks_ties_by_plan_order():
+    # 7 equal leaves share 100 slots: 14 each and 2 over, to the first two in the plan
+    t = tree_of({f"/x{i}": 1 for i in range(7)})
+    got, _ = divide_pool(t, "/", 100, {f"/x{i}": 50 for i in range(7)}, False, True)
+    assert got == {"/x0": 15, "/x1": 15, **{f"/x{i}": 14 for i in range(2, 7)}}

@@ -180,6 +180,8 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
     leaves = [leaf for leaf, n in leaf_need.items() if n > 0]
     if size <= 0 or not leaves:
         return {}, {}
+    if fast and cap is None and tree.flat(top):
+        return _flat_division(tree, top, size, leaf_need, parent_mode, dynamic)
     if fast and dynamic and cap is None and len(leaves) >= fastshares.MIN_LEAVES:
         got = fastshares.divide(tree, top, size, leaf_need, parent_mode,
                                 _planned_memo(tree, top, size) if not parent_mode else {})
@@ -266,3 +268,69 @@ def _residual(tree: ShareTree, top: str, need: Mapping[str, int],
             res[p] = res[p] + r if p in res else r
             took[p] = took[p] + t if p in took else t
     return residual
+
+
+def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], parent_mode: bool,
+                   dynamic: bool) -> tuple[dict[str, int], dict[str, Fraction]]:
+    """``divide_pool`` below a node whose children are all leaves, without caps: the
+    same steps (planned share as far as needed in leaf mode, then the water-fill of
+    what is left band by band, then largest remainder) in whole numbers over one
+    common denominator instead of rationals, leaf by leaf. Exact: every quantity is
+    an integer multiple of 1 / (W * w), W the planned band's weight and w the weight
+    still filling when the water-fill stops (at most one band stops part-way: the
+    bands after it get nothing)."""
+    ratio, index = tree.ratio, tree.index
+    bands = tree.bands(top)
+    need = {leaf: n for leaf, n in leaf_need.items() if n > 0 and ratio[leaf] > 0}
+    if dynamic and sum(need.values()) <= size:
+        return dict(need), dict(need)
+    # scaled by the planned band's weight: a planned share size * ratio / weight is whole
+    scale = sum(ratio[c] for c in bands[0]) if bands and not (parent_mode and dynamic) else 1
+    taken: dict[str, int] = {}  # what each leaf has so far, times ``scale``
+    if not (parent_mode and dynamic) and bands:
+        for leaf in bands[0]:
+            n = need.get(leaf)
+            if n:
+                p = size * ratio[leaf]
+                taken[leaf] = p if p < n * scale else n * scale
+    live: list[str] = []
+    live_w = 1
+    left = 0
+    if dynamic:
+        left = size * scale - sum(taken.values())
+        for band in bands:
+            if left <= 0:
+                break
+            cap = {c: need[c] * scale - taken.get(c, 0) for c in band if c in need}
+            members = [c for c in band if cap.get(c, 0) > 0]
+            if not members:
+                continue
+            total_w = sum(ratio[c] for c in members)
+            while True:  # _weighted_fill: those whose cap lies under the level are filled
+                full = [m for m in members if cap[m] * total_w <= left * ratio[m]]
+                if not full:
+                    break
+                for m in full:
+                    taken[m] = taken.get(m, 0) + cap[m]
+                    left -= cap[m]
+                    total_w -= ratio[m]
+                members = [m for m in members if m not in full] if len(full) < len(members) else []
+                if not members:
+                    break
+            if members:  # the rest share what is left by weight: nothing for later bands
+                live, live_w = members, total_w
+                break
+    # every share as a numerator over one denominator
+    den = scale * live_w
+    num = {leaf: t * live_w for leaf, t in taken.items()}
+    for m in live:
+        num[m] = num.get(m, 0) + left * ratio[m]
+    num = {leaf: x for leaf, x in num.items() if x > 0}
+    total = sum(num.values()) // den
+    out = {leaf: x // den for leaf, x in num.items()}
+    spare = total - sum(out.values())
+    if spare > 0:
+        order = sorted((-(x % den), index[leaf], leaf) for leaf, x in num.items())
+        for _, _, leaf in order[:spare]:
+            out[leaf] += 1
+    return out, {leaf: Fraction(x, den) for leaf, x in num.items()}

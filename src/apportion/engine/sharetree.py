@@ -22,7 +22,8 @@ class ShareTree:
     is better, None last) and ``index`` (plan order) come from the plan.
     """
 
-    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast", "_part", "zero")
+    __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast", "_part", "zero",
+                 "_flat")
 
     def __init__(
         self,
@@ -41,6 +42,14 @@ class ShareTree:
         self.fast: dict[str, object] = {}  # top -> the arrays of fastshares, made on first use
         self._part: dict[str, dict[str, bool]] = {}  # top -> leaf -> takes part in its divisions
         self.zero = any(r <= 0 for r in ratio.values())  # some node has ratio 0: not every leaf takes part
+        self._flat: dict[str, bool] = {}
+
+    def flat(self, node: str) -> bool:
+        """Whether every child of ``node`` is a leaf (a division below it is one level)."""
+        got = self._flat.get(node)
+        if got is None:
+            got = self._flat[node] = all(not self.children.get(c) for c in self.children.get(node, ()))
+        return got
 
     def bands(self, node: str) -> list[list[str]]:
         """Children with a positive ratio, grouped by priority, best band first."""
