@@ -532,6 +532,9 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
                                             if figures["rate"]["released"] else None),
                 "master_rss_mib": {"peak": max(master_rss, default=0.0) / MIB,
                                    "last": (master_rss[-1] if master_rss else 0.0) / MIB},
+                # the master runs at its default --log-level (info): its access log is on, as in
+                # production, unless APPORTION_ACCESS_LOG=0; the audit is always on
+                "access_log": os.environ.get("APPORTION_ACCESS_LOG") != "0",
                 "restarts": restarts,
                 "failover": failover,
                 "unfinished_clients": sum(r["unfinished"] for r in results),
@@ -825,7 +828,8 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
                   f"slots, {sp['clients']} clients in {sp['load_processes']} processes ({mode}), "
                   f"{sp['consumers']} consumers; rate {'as fast as possible' if sp['rate'] is None else sp['rate']}"
                   f"; {sp['seconds']:g} s" + (f"; master SIGKILLed {sp['kill']} times" if sp["kill"] else "")
-                  + ("; failover" if sp["failover"] else ""), highlight=False)
+                  + ("; failover" if sp["failover"] else "") + "; audit on, access log "
+                  + ("on" if r.get("access_log", True) else "off (APPORTION_ACCESS_LOG=0)"), highlight=False)
     t = Table(title="apportion bench service")
     for col, j in (("measure", "left"), ("value", "right"), ("target", "right"), ("", "left")):
         t.add_column(col, justify=j)
