@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apportion.engine import Engine, Policy, Request
+from apportion.engine import Engine, Host, Policy, Request
 
 from .builders import make_plan
 from .test_properties import check_invariants, plans
@@ -51,7 +51,7 @@ def _run(plan, script, skip: bool):
         t += dt
         for ev in batch:
             if ev[0] == "submit":
-                e.submit(Request(ev[1], ev[2], max=ev[3], min=ev[4], seq=seq))
+                e.submit(Request(ev[1], ev[2], max=ev[3], min=ev[4], seq=seq, groups=ev[5] if len(ev) > 5 else ()))
                 seq += 1
             else:
                 full = sorted(rid for rid, rs in e.state.requests.items() if rs.held >= rs.max > 0)
@@ -90,3 +90,39 @@ def test_a_queue_behind_a_blocked_rigid_job_skips_cycles_and_decides_the_same():
     assert e.skipped >= 5  # b2..b7 arrived behind b1 and changed nothing
     granted = {g.request for step in quiet[::2] for g in step[0]}
     assert {"a1", "b1"} <= granted  # and b1 started once a1 was done
+
+
+@st.composite
+def two_group_cases(draw):
+    """Two groups over their own hosts; leaves planned in one or both; requests for a
+    group, or for any of their leaf's (in preference order)."""
+    n_leaves = draw(st.integers(1, 4))
+    cons = {}
+    for i in range(n_leaves):
+        only = draw(st.sampled_from([None, ("A",), ("B",)]))
+        cons[f"/l{i}"] = {"share_ratio": draw(st.integers(1, 3)), "owned": draw(st.integers(0, 3)),
+                          **({"only": only} if only else {})}
+    plan = make_plan(cons, host_list=[Host(f"h{i}", draw(st.integers(1, 6))) for i in range(4)],
+                     groups={"A": ["h0", "h1"], "B": ["h2", "h3"]},
+                     policy=Policy(share_pool_reclaim=draw(st.booleans())))
+    script = []
+    for k in range(draw(st.integers(1, 20))):
+        batch = []
+        for j in range(draw(st.integers(0, 3))):
+            leaf = draw(st.sampled_from(sorted(cons)))
+            n = draw(st.integers(1, 8))
+            groups = draw(st.sampled_from([(), ("A",), ("B",)]))
+            batch.append(("submit", f"r{k}.{j}", leaf, n, n if draw(st.booleans()) else 1, groups))
+        if draw(st.booleans()):
+            batch.append(("end", draw(st.integers(0, 1000))))
+        script.append((draw(st.sampled_from([0.0, 1.0, 3.0])), batch))
+    return plan, script
+
+
+@settings(max_examples=200, deadline=None)
+@given(two_group_cases())
+def test_skipping_quiet_cycles_in_two_groups_decides_the_same(case):
+    plan, script = case
+    plain, _ = _run(plan, script, skip=False)
+    quiet, _ = _run(plan, script, skip=True)
+    assert plain == quiet
