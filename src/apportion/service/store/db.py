@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable
@@ -91,6 +92,26 @@ def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[
         sql = _INSERTS[key] = (f"INSERT INTO {quote(table.__tablename__)} ({', '.join(quote(n) for n in columns)}) "
                                f"VALUES ({', '.join(marks)})")
     c.exec_driver_sql(sql, rows)
+
+
+_JSON_AT: dict[tuple[str, tuple[str, ...]], tuple[bool, ...]] = {}  # (table, columns) -> which are JSON
+
+
+def insert_dicts(c: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
+    """``rows`` (dicts with the same keys, column names) inserted as ``insert_many`` does; a JSON
+    column's value made JSON text here (``None`` as ``null``, as the ORM writes it)."""
+    if not rows:
+        return
+    columns = tuple(rows[0])
+    key = (table.__tablename__, columns)
+    json_at = _JSON_AT.get(key)
+    if json_at is None:
+        types = table.__table__.columns
+        json_at = _JSON_AT[key] = tuple(isinstance(types[n].type, JSON) for n in columns)
+    dumps = json.dumps
+    pairs = tuple(zip(columns, json_at, strict=True))
+    insert_many(c, table, columns, [tuple(dumps(r[n], separators=(",", ":")) if j else r[n] for n, j in pairs)
+                                    for r in rows])
 
 
 def make_engine(url: str) -> Engine:

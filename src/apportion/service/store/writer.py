@@ -22,7 +22,7 @@ from apportion.service.published import (
 )
 from apportion.service import audit
 from apportion.service.store.counters import Counters
-from apportion.service.store.db import insert_many
+from apportion.service.store.db import insert_dicts, insert_many
 from apportion.service.store.models import (
     ActivityRow,
     ClientRow,
@@ -268,8 +268,7 @@ class StoreWriter:
     def _replace(c, table, key, keys: list, rows: list[dict[str, Any]]) -> None:  # noqa: ANN001
         for i in range(0, len(keys), _CHUNK):
             c.execute(delete(table).where(key.in_(keys[i:i + _CHUNK])))
-        if rows:
-            c.execute(insert(table), rows)
+        insert_dicts(c, table, rows)  # one prepared INSERT for all, no ORM work per row
 
     # -- events and tokens (read and written outside the engine's batches) ---------------------
     def events_after(self, client: int, after: int, limit: int = 1000) -> list[dict[str, Any]]:
