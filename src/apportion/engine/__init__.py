@@ -62,6 +62,13 @@ class Engine:
         self._quiet: QuietRecord | None = None
         self.skipped = 0  # cycles not run (skip_quiet)
 
+    @classmethod
+    def over(cls, state: ClusterState) -> Engine:
+        """An engine over a state built elsewhere (a plan change tried aside, on a copy)."""
+        e = cls.__new__(cls)
+        e.state, e._views, e.skip_quiet, e._quiet, e.skipped = state, {}, False, None, 0
+        return e
+
     @property
     def plan(self) -> Plan:
         return self.state.plan

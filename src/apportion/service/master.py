@@ -705,9 +705,8 @@ class Master:
             plan = liveplan.compile_live(parsed, self._reported())
         except PlanError as e:
             raise ApiError(422, [{"line": p.line, "field": p.field, "msg": p.reason} for p in e.problems]) from None
-        shadow = Engine.__new__(Engine)  # the new plan's state, built aside: the live one is not touched
-        rebuilt = rebuild(self.engine.state, plan)
-        shadow.state, shadow._views = rebuilt.state, {}
+        rebuilt = rebuild(self.engine.state, plan)  # the new plan's state, built aside: the live one is not touched
+        shadow = Engine.over(rebuilt.state)
         shadow.state.changed = None
         removed = rebuilt.removed
         d = shadow.cycle(time.time())
