@@ -179,3 +179,19 @@ def test_distribution_and_jain_and_fcfs_makespan():
     assert jain([1, 0, 0, 0]) == pytest.approx(0.25)
     # 2 slots: (0, 10, 2) then (0, 5, 1) and (1, 5, 1) in order: 0-10, 10-15, 10-15
     assert fcfs_makespan([(0, 10, 2), (0, 5, 1), (1, 5, 1)], 2) == 15
+
+
+def test_jobs_that_block_each_other_for_ever_are_counted_and_named_first_in_the_report():
+    """Two tenants of ratio 1 on 8 slots, each with a first job of 6 (min = max): each may have 4
+    while the other wants, so neither can start, and nothing else will come. The replay ends with
+    both counted as never started, and the report's first answer says so."""
+    from apportion.simulate.report import _answers
+
+    p = plan([{"path": "/A"}, {"path": "/B"}], 8)
+    _, res = run(p, [job(1, 0, 100, 6, "a"), job(2, 0, 100, 6, "b")], by_user({"a": "/A", "b": "/B"}))
+    assert (res["never_started"], res["jobs"], res["unrunnable"]) == (2, 0, 0)
+    answers = _answers(res)
+    assert answers[0].startswith("<b>Never started:</b> 2 jobs"), answers
+    _, res = run(p, [job(1, 0, 100, 6, "a"), job(2, 0, 100, 2, "b")], by_user({"a": "/A", "b": "/B"}))
+    assert (res["never_started"], res["jobs"]) == (0, 2)
+    assert not any("Never started" in a for a in _answers(res))

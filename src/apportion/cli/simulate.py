@@ -66,6 +66,9 @@ def render_result(console: Console, res: dict) -> None:
                   f"{_pct(ftf['max_deviation'])}, mean {_pct(ftf['mean_deviation'])} of the cluster; "
                   f"{res['reclaims']:,} reclaims, {res['evictions']:,} evictions, "
                   f"{res['lost_slot_seconds'] / 3600:,.1f} slot-hours lost")
+    if res.get("never_started"):
+        console.print(f"[bold red]{res['never_started']:,} jobs never started[/]: still waiting when nothing "
+                      "was left to run or arrive (each consumer's first job needs more than it can get)")
     t = Table(title="per consumer")
     for col in ("consumer", "jobs", "wait mean", "wait p95", "bsld mean", "bsld p95", "held", "deserved",
                 "shortfall", "starved", "reclaims", "evictions", "lost slot-h", "FTF"):

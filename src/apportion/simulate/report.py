@@ -120,8 +120,14 @@ def _answers(res: dict[str, Any]) -> list[str]:
     cs = res["consumers"]
     active = [p for p in cs if cs[p]["jobs"]]
     out = []
+    stranded = res.get("never_started", 0)
+    if stranded:
+        out.append(f"<b>Never started:</b> {stranded:,} jobs were still waiting when nothing was left to run "
+                   "or arrive: each consumer with work waiting had a first job needing more slots (its min) "
+                   "than it could get while the others wanted theirs, so none could start. The figures below "
+                   "leave them out; a plan that gives these consumers more, or fewer consumers, avoids it.")
     if not active:
-        return ["No job finished."]
+        return [*out, "No job finished."]
     waits = sorted(active, key=lambda p: -cs[p]["wait"]["mean"])
     w = waits[0]
     out.append(f"<b>Who waits longest:</b> {html.escape(w)}, {duration(cs[w]['wait']['mean'])} on average "
