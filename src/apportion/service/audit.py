@@ -22,14 +22,13 @@ hosts' rows say what they changed), processes fetching work, and ``POST /v1/plan
 from __future__ import annotations
 
 import contextvars
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
-from apportion.service.store.db import insert_many
+from apportion.service.store.db import insert_many, json_text
 from apportion.service.store.models import AuditRow
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -138,8 +137,7 @@ def insert_rows(c: Connection, counters: Any, rows: list[Row]) -> None:
     rest bound as it is), none of the ORM's per-row work on the master's thread."""
     if rows:
         first = counters.take(c, "audit", len(rows), durable=False)  # rows never go: the table keeps the top
-        dumps = json.dumps
-        insert_many(c, AuditRow, _COLUMNS, [(first + i, *r[:OBJECTS], dumps(r[OBJECTS], separators=(",", ":")),
+        insert_many(c, AuditRow, _COLUMNS, [(first + i, *r[:OBJECTS], json_text(r[OBJECTS]),
                                              *r[OBJECTS + 1:]) for i, r in enumerate(rows)])
 
 

@@ -75,10 +75,18 @@ def retry_locked(fn: Callable[..., T], *args: Any, tries: int = 6) -> T:
 _INSERTS: dict[tuple[str, str, tuple[str, ...]], str] = {}  # (table, dialect, columns) -> the INSERT
 
 
+def json_text(value: Any) -> str:
+    """A JSON column's value as ``insert_many`` takes it: compact JSON text (``None`` as ``null``)."""
+    return _dumps(value, separators=(",", ":"))
+
+
+_dumps = json.dumps
+
+
 def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple]) -> None:
     """``rows`` (tuples in the order of ``columns``) inserted into ``table`` (a model) by one
     prepared statement that the driver runs for all of them: none of the ORM's per-row work.
-    A JSON column takes its text, made by the caller (``json.dumps``)."""
+    A JSON column takes its text, made by the caller (``json_text``)."""
     if not rows:
         return
     key = (table.__tablename__, c.dialect.name, columns)
@@ -108,9 +116,8 @@ def insert_dicts(c: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
     if json_at is None:
         types = table.__table__.columns
         json_at = _JSON_AT[key] = tuple(isinstance(types[n].type, JSON) for n in columns)
-    dumps = json.dumps
     pairs = tuple(zip(columns, json_at, strict=True))
-    insert_many(c, table, columns, [tuple(dumps(r[n], separators=(",", ":")) if j else r[n] for n, j in pairs)
+    insert_many(c, table, columns, [tuple(json_text(r[n]) if j else r[n] for n, j in pairs)
                                     for r in rows])
 
 

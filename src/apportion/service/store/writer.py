@@ -22,7 +22,7 @@ from apportion.service.published import (
 )
 from apportion.service import audit
 from apportion.service.store.counters import Counters
-from apportion.service.store.db import insert_dicts, insert_many
+from apportion.service.store.db import insert_dicts, insert_many, json_text
 from apportion.service.store.models import (
     ActivityRow,
     ClientRow,
@@ -259,9 +259,9 @@ class StoreWriter:
             if b.cycle is not None:
                 c.execute(insert(CycleRow).values(id=b.cycle[0], at=b.cycle[1], seconds=b.cycle[2]))
             if b.events:  # the most rows of a batch: one prepared INSERT, no ORM work per row
-                now, dumps = time.time(), json.dumps
+                now = time.time()
                 insert_many(c, EventRow, ("id", "client", "body", "created_at"),
-                            [(body["id"], client, dumps(body, separators=(",", ":")), now) for client, body in b.events])
+                            [(body["id"], client, json_text(body), now) for client, body in b.events])
         self._fences = dict(b.fences)
 
     @staticmethod
