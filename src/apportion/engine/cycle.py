@@ -31,7 +31,7 @@ from itertools import chain
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
-from apportion.engine.placement import change_free, choose_among, choose_hosts
+from apportion.engine.placement import choose_among, choose_hosts
 from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
     OWN,
@@ -498,20 +498,11 @@ class Cycle:
             return 0
         s = self.s
         leaf = rs.spec.consumer
-        hosts, with_free, changed = s.hosts, s.with_free, s.changed
         mine = self.held_back.setdefault(rs.spec.id, [])
         placed = 0
         for host, slots in picks:
-            aid = s._next_id
-            s._next_id = aid + 1
-            if changed is not None:
-                changed.add(aid)
-            h = hosts[host]
-            change_free(h, -slots)
-            if h.free <= 0:
-                with_free.discard(host)
-            users = h.users
-            users[leaf] = users.get(leaf, 0) + slots
+            aid = s.use_id()
+            s.take_on_host(host, leaf, slots)
             mine.append((g, host, slots, source, aid))
             placed += slots
         s.count_held(rs, g, source, placed)
@@ -1183,7 +1174,7 @@ class Cycle:
                 undo.add(rid)
         if undo:
             self.d.grants = [gr for gr in self.d.grants if gr.request not in undo]
-        hosts, with_free, changed = s.hosts, s.with_free, s.changed
+        changed = s.changed
         for rid, held in self.held_back.items():
             rs = s.requests[rid]
             assert rs.held < rs.min, "a request held back reached its min"
@@ -1192,14 +1183,7 @@ class Cycle:
                 if changed is not None:
                     changed.add(aid)
                 s.count_held(rs, g, source, -slots)
-                h = hosts[host]
-                users = h.users
-                users[leaf] -= slots
-                if not users[leaf]:
-                    del users[leaf]
-                change_free(h, slots)
-                if h.free > 0:
-                    with_free.add(host)
+                s.give_on_host(host, leaf, slots)
         self.held_back = {}
         self._held_back_keys.clear()
 

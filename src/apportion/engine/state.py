@@ -462,12 +462,7 @@ class ClusterState:
         self.by_host[host][aid] = a
         rs.allocs[aid] = a
         self._held_by(rs, slots)
-        h = self.hosts[host]
-        change_free(h, -slots)
-        if h.free <= 0:
-            self.with_free.discard(host)
-        users = h.users
-        users[leaf] = users.get(leaf, 0) + slots
+        h = self.take_on_host(host, leaf, slots)
         if spec.exclusive:
             h.exclusive_for = spec.id
         if source[0] == "p":  # a share pool's: the common case, counted here
@@ -498,6 +493,38 @@ class ClusterState:
         pu = self.pool_used[group]
         pu[who] = pu.get(who, 0) + slots
         u.held += slots
+
+    def take_on_host(self, host: str, leaf: str, slots: int) -> HostLedger:
+        """``slots`` of ``host`` go to ``leaf``: its free slots and users (``add``, and the
+        slots a cycle gives and takes back within itself, Cycle._hold_back)."""
+        h = self.hosts[host]
+        change_free(h, -slots)
+        if h.free <= 0:
+            self.with_free.discard(host)
+        users = h.users
+        users[leaf] = users.get(leaf, 0) + slots
+        return h
+
+    def give_on_host(self, host: str, leaf: str, slots: int) -> None:
+        """``take_on_host`` undone, for slots that never were an allocation (nothing runs
+        on them, so nothing is fenced)."""
+        h = self.hosts[host]
+        users = h.users
+        users[leaf] -= slots
+        if not users[leaf]:
+            del users[leaf]
+        change_free(h, slots)
+        if h.free > 0:
+            self.with_free.add(host)
+
+    def use_id(self) -> int:
+        """An allocation id used up as ``add`` uses one (for slots counted without an
+        allocation, so that the ids of those that follow are as they would be)."""
+        aid = self._next_id
+        self._next_id = aid + 1
+        if self.changed is not None:
+            self.changed.add(aid)
+        return aid
 
     def count_held(self, rs: RequestState, group: str, source: str, slots: int) -> None:
         """What ``add`` (``slots`` > 0) or ``remove`` (< 0) of share-pool slots of
