@@ -131,6 +131,23 @@ def make_standby(leader: str) -> FastAPI:
     return app
 
 
+def make_starting(starting_for: int) -> tuple[FastAPI, list[str]]:
+    """A master that answers its first ``starting_for`` calls as the master does while it starts
+    (503 with Retry-After); then its work endpoint hands out one item. -> (app, each call's answer)."""
+    app = FastAPI()
+    answers: list[str] = []
+
+    @app.post("/v1/jobs/{jid}/work")
+    async def work(jid: int):
+        if len(answers) < starting_for:
+            answers.append("starting")
+            return JSONResponse({"detail": "the master is starting"}, status_code=503, headers={"Retry-After": "1"})
+        answers.append("items")
+        return {"items": [{"id": 0, "data": "x"}], "more": False}
+
+    return app, answers
+
+
 class Served:
     """An ASGI app on 127.0.0.1 in a thread; ``url`` once started."""
 

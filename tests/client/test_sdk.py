@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from apportion.client import ApportionError, AsyncClient, Client, MasterUnavailable
-from tests.client.fake_master import Box, Log, Served, free_port, make_app, make_standby
+from apportion.client import ApportionError, AsyncClient, Client, MasterUnavailable, work
+from tests.client.fake_master import Box, Log, Served, free_port, make_app, make_standby, make_starting
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +104,24 @@ def test_a_standby_503_moves_to_the_leader_it_names(master):
             assert api.master == master.url
     finally:
         standby.stop()
+
+
+def test_a_master_that_is_starting_is_asked_again_until_retry_for_is_out():
+    """A job's process whose call meets the master restarting waits for it, as DUCC's processes
+    ride out a restart of the RM, instead of failing (and so failing the job) on the first 503."""
+    app, answers = make_starting(3)
+    starting, never = Served(app), Served(make_starting(10**9)[0])
+    try:
+        with Client(starting.url, token="t", retry_for=10) as api:
+            assert work(api, job=1, process=2).exchange(want=1) == ([(0, "x")], False)
+        assert answers == ["starting"] * 3 + ["items"]
+        with Client(never.url, token="t", retry_for=0.3) as api:  # not ready within retry_for: the 503 is seen
+            with pytest.raises(ApportionError) as e:
+                work(api, job=1, process=2).exchange(want=1)
+        assert e.value.status == 503 and "starting" in str(e.value)
+    finally:
+        starting.stop()
+        never.stop()
 
 
 def test_no_master_at_all_raises_master_unavailable_within_retry_for():

@@ -299,7 +299,7 @@ def test_work_survives_a_master_restart(tmp_path: Path, db_url: str) -> None:
         m.restart()
         with m.http() as c:
             end = ended(c, jid, 120)
-            assert end["state"] == "done", end
+            assert end["state"] == "done", (end["reason"], end["items"])
             all_done_once(m, c, jid, 150)
     finally:
         stop(m, agents)

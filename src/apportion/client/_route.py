@@ -2,7 +2,8 @@
 
 Shared by ``Client`` and ``AsyncClient``: they do the I/O and the sleeping,
 ``Route`` decides. A connection error moves to the next URL; a 503 whose JSON
-body names a ``leader`` (a standby answers so) moves there. When every URL has
+body names a ``leader`` (a standby answers so) moves there; the only master's 503
+with a Retry-After (it is starting) is asked again. When every URL has
 failed in a row, the caller waits (bounded backoff) and goes round again until
 ``retry_for`` seconds have passed, which covers a failover (the standby takes
 over within 5 s of the leader's death).
@@ -46,6 +47,14 @@ def leader_of(response: httpx.Response) -> str | None:
     if not leader and isinstance(body, dict) and isinstance(body.get("detail"), dict):
         leader = body["detail"].get("leader")
     return str(leader).rstrip("/") if leader else None
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """A 503's Retry-After in seconds (at least the first backoff), or None if it has none."""
+    try:
+        return max(_BACKOFF_FIRST, float(response.headers["retry-after"]))
+    except (KeyError, ValueError):
+        return None
 
 
 def check(call: Call, response: httpx.Response) -> Any:
@@ -111,9 +120,18 @@ class Route:
             self.url = self.masters.follow(leader)
             return 0.0
         if len(self.masters.urls) == 1 and not leader:
-            return None  # a plain 503 from the only master: let the caller see it
+            # The only master, starting (it did nothing with the call, and says when to ask again):
+            # ask again, sooner than it says at first, until retry_for is out; then the caller sees the 503.
+            return self._again(retry_after(response))
         self.last_error = f"{self.url}: 503 (standby)"
         return self._next()
+
+    def _again(self, limit: float | None) -> float | None:
+        left = self.give_up_at - time.monotonic()
+        if limit is None or left <= 0:
+            return None
+        delay, self.backoff = self.backoff, min(self.backoff * 2, _BACKOFF_MAX)
+        return min(delay, limit, left)
 
     def _next(self) -> float:
         self.failed_in_row += 1
