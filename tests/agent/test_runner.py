@@ -159,9 +159,9 @@ def test_start_is_idempotent_and_forget_clears(runner: ProcessRunner) -> None:
     start(runner, 1, SLEEPS)
     pid = report(runner, 1)["pid"]
     start(runner, 1, SLEEPS)
-    assert runner.running() == [{"id": 1, "pid": pid}]
+    assert runner.known() == [{"id": 1, "state": "running", "pid": pid}]
     runner.forget(1)  # only an end is forgotten
-    assert runner.running() == [{"id": 1, "pid": pid}]
+    assert runner.known() == [{"id": 1, "state": "running", "pid": pid}]
     runner.stop(1, kill_grace=30)
     ended(runner, 1)
     runner.forget(1)
@@ -189,7 +189,9 @@ def test_restart_adopts_live_processes_and_reports_gone_ones(tmp_path: Path) -> 
     # The agent restarts: a new runner on the same work directory.
     second = ProcessRunner(tmp_path / "work")
     try:
-        assert second.running() == [{"id": 1, "pid": pid1}]
+        # What register lists: the ends too, so that the master hears their exit codes.
+        assert second.known() == [{"id": 1, "state": "running", "pid": pid1}, {"id": 2, "state": "exited"},
+                                  {"id": 3, "state": "exited"}]
         got = {r["id"]: r for r in second.reports({})[0]}
         assert {k: got[2][k] for k in ("id", "state", "exit_code", "signal", "user")} == {
             "id": 2, "state": "exited", "exit_code": None, "signal": None, "user": got[1]["user"]}
@@ -212,7 +214,7 @@ def test_a_reused_pid_is_not_adopted(tmp_path: Path) -> None:
     assert is_alive(me, process_create_time(me) or 0.0)
     statefile.save(work, {1: statefile.Entry(allocation=1, pid=me, create_time=1.0, state="running")})
     r = ProcessRunner(work)
-    assert r.running() == []
+    assert r.known() == [{"id": 1, "state": "exited"}]
     assert r.reports({})[0][0]["state"] == "exited"
     r.close()
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 import psutil
 
+from apportion.agent import statefile
 from tests.service.live import events, granted, host_state, reap, running, start_agent, start_master, wait_until
 
 PLAN = """
@@ -124,3 +126,34 @@ def test_agent_restart_reconciles(tmp_path):
         agent.kill()
         m.proc.kill()
         reap()  # the activities a killed agent leaves running, as it should
+
+
+def test_an_end_seen_while_the_master_was_away_keeps_its_exit_code(tmp_path, db_url):
+    """The agent registers again with the ends it has not yet reported: the master hears how they
+    ended (exit code 3) instead of ending them itself as exited with no code."""
+    m = start_master(tmp_path / "m", PLAN, db=db_url)
+    agent = start_agent(m, "h1", tmp_path / "h1", slots=2)
+    flag = f"/tmp/apportion-test-exit-{os.getpid()}-{tmp_path.name}"
+    waits = [sys.executable, "-c", f"import os, time\nwhile not os.path.exists({flag!r}): time.sleep(0.02)\n"
+                              "raise SystemExit(3)"]
+    try:
+        with m.http() as c:
+            wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
+            _, aid = granted(c, "appA", "/A", 2, group="all")
+            act, pid = running(c, aid, "h1", waits)
+        m.proc.kill(signal.SIGKILL)
+        open(flag, "w").close()  # noqa: SIM115 - the process ends while the master is away
+        wait_until(lambda: statefile.load(tmp_path / "h1")[act].state != "running", 20,
+                   "the agent to see the process end")
+        m.proc.start()
+        wait_until(m.ready, 30, "the master back")
+        with m.http() as c:
+            end = wait_until(lambda: (x := c.get(f"/v1/activities/{act}").json())["state"] != "running" and x, 20,
+                             "the end reported")
+            assert (end["state"], end["exit_code"]) == ("exited", 3), end
+    finally:
+        agent.kill()
+        m.proc.kill()
+        reap()
+        if os.path.exists(flag):
+            os.unlink(flag)

@@ -14,8 +14,8 @@ class LightRunner:
     def __init__(self) -> None:
         self.states: dict[int, Json] = {}
 
-    def running(self) -> list[Json]:
-        return [{"id": aid, "pid": 0} for aid, r in sorted(self.states.items()) if r["state"] == "running"]
+    def known(self) -> list[Json]:
+        return [{"id": aid, "state": r["state"], "pid": 0} for aid, r in sorted(self.states.items())]
 
     def start(self, cmd: Start, host: str) -> None:
         self.states.setdefault(cmd.activity, {"id": cmd.activity, "state": "running", "pid": 0})

@@ -92,7 +92,7 @@ class Agent:
             delay = min(_BACKOFF[1], delay * 2)
 
     async def register(self) -> None:
-        body = self.facts.as_json() | {"activities": self.runner.running()}
+        body = self.facts.as_json() | {"activities": self.runner.known()}
         if isinstance(self.runner, HostReporting):
             body |= self.runner.describe()  # containment, run_as
         answer = await self.link.post(self._path + "/register", body, timeout=_SLACK)
@@ -101,7 +101,7 @@ class Agent:
         self.sent.clear()  # the master may have lost what it was sent: send the output again
         self.registered = True
         log.info("%s: registered with %s (%d activities running)", self.name, self.link.url,
-                 len(body["activities"]))
+                 sum(a["state"] == "running" for a in body["activities"]))
 
     async def heartbeat(self, wait: float) -> None:
         activities, marks = self.runner.reports(self.sent)

@@ -72,8 +72,10 @@ class Start:
 class Runner(Protocol):
     """What runs activities for one agent: real processes, or nothing at all (--light)."""
 
-    def running(self) -> list[Json]:
-        """`[{"id", "pid"}]` of what runs now, for register."""
+    def known(self) -> list[Json]:
+        """`[{"id", "state"}]` (and "pid" while it runs) of every activity not yet forgotten, for
+        register: the master ends what is not listed, and hears how a listed one ended in the
+        heartbeat that follows (an end seen while the master was away keeps its exit code)."""
         ...
 
     def start(self, cmd: Start, host: str) -> None: ...

@@ -132,8 +132,9 @@ class ProcessRunner:
             self._alien = len(alien_pids(members, self.policy.min_uid, self._system_uids))
         return {"alien": self._alien}
 
-    def running(self) -> list[Json]:
-        return [{"id": aid, "pid": e.pid} for aid, e in sorted(self.entries.items()) if e.state == "running"]
+    def known(self) -> list[Json]:
+        return [{"id": aid, "state": e.state} | ({"pid": e.pid} if e.state == "running" else {})
+                for aid, e in sorted(self.entries.items())]
 
     def start(self, cmd: Start, host: str) -> None:
         if cmd.activity in self.entries:
