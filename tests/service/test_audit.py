@@ -117,8 +117,8 @@ def test_the_cli_reads_the_audit_and_the_access_log_has_a_line_per_request(world
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["audit"]
     assert rows and {x["kind"] for x in rows} == {"admin"}
-    with m.http() as c:
-        rid = c.get("/v1/hosts").headers["x-request-id"]
+    with m.http() as c:  # a local process cannot name another client in the log
+        rid = c.get("/v1/hosts", headers={"X-Forwarded-For": "203.0.113.9"}).headers["x-request-id"]
     lines = [json.loads(x) for x in m.proc.output().splitlines() if x.startswith("{")]
 
     def logged():
@@ -127,6 +127,7 @@ def test_the_cli_reads_the_audit_and_the_access_log_has_a_line_per_request(world
     line = wait_until(logged, 10, "the access line")[0]
     assert line["method"] == "GET" and line["path"] == "/v1/hosts" and line["status"] == 200
     assert line["kind"] == "admin" and isinstance(line["ms"], float)
+    assert line["client"] == "127.0.0.1", line
     assert lines
 
 

@@ -154,7 +154,10 @@ def server(
     config = ServerConfig(url=advertise or f"{scheme}://{shown}:{port}",
                           settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace), swept=True)
     app = create_app(engine, config)
+    # proxy_headers off: X-Forwarded-For from any local process would name the client in the
+    # access log and the audit (and uvicorn's check of it costs 2% of a request).
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, timeout_graceful_shutdown=3,
+                proxy_headers=False,
                 ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
                 ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None)
 
