@@ -72,7 +72,7 @@ def retry_locked(fn: Callable[..., T], *args: Any, tries: int = 6) -> T:
     raise AssertionError("unreachable")
 
 
-_INSERTS: dict[tuple[str, str, tuple[str, ...]], str] = {}  # (table, dialect, columns) -> the INSERT
+_INSERTS: dict[tuple[str, str, tuple[str, ...], str | None], str] = {}  # (table, dialect, columns, key) -> INSERT
 
 
 def json_text(value: Any) -> str:
@@ -83,13 +83,16 @@ def json_text(value: Any) -> str:
 _dumps = json.dumps
 
 
-def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple]) -> None:
+def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple],
+                replacing: str | None = None) -> None:
     """``rows`` (tuples in the order of ``columns``) inserted into ``table`` (a model) by one
     prepared statement that the driver runs for all of them: none of the ORM's per-row work.
-    A JSON column takes its text, made by the caller (``json_text``)."""
+    A JSON column takes its text, made by the caller (``json_text``). ``replacing``: the
+    primary key's column; a row whose key is stored already replaces it (SQLite and
+    PostgreSQL both have ``ON CONFLICT ... DO UPDATE``)."""
     if not rows:
         return
-    key = (table.__tablename__, c.dialect.name, columns)
+    key = (table.__tablename__, c.dialect.name, columns, replacing)
     sql = _INSERTS.get(key)
     if sql is None:
         mark = "?" if c.dialect.paramstyle == "qmark" else "%s"  # SQLite's driver; psycopg
@@ -97,15 +100,19 @@ def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[
         marks = [f"CAST({mark} AS JSON)" if c.dialect.name != "sqlite" and isinstance(types[n].type, JSON) else mark
                  for n in columns]
         quote = c.dialect.identifier_preparer.quote
-        sql = _INSERTS[key] = (f"INSERT INTO {quote(table.__tablename__)} ({', '.join(quote(n) for n in columns)}) "
-                               f"VALUES ({', '.join(marks)})")
+        sql = (f"INSERT INTO {quote(table.__tablename__)} ({', '.join(quote(n) for n in columns)}) "
+               f"VALUES ({', '.join(marks)})")
+        if replacing is not None:
+            sql += (f" ON CONFLICT ({quote(replacing)}) DO UPDATE SET "
+                    + ", ".join(f"{quote(n)} = excluded.{quote(n)}" for n in columns if n != replacing))
+        _INSERTS[key] = sql
     c.exec_driver_sql(sql, rows)
 
 
 _JSON_AT: dict[tuple[str, tuple[str, ...]], tuple[bool, ...]] = {}  # (table, columns) -> which are JSON
 
 
-def insert_dicts(c: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
+def insert_dicts(c: Connection, table: Any, rows: list[dict[str, Any]], replacing: str | None = None) -> None:
     """``rows`` (dicts with the same keys, column names) inserted as ``insert_many`` does; a JSON
     column's value made JSON text here (``None`` as ``null``, as the ORM writes it)."""
     if not rows:
@@ -118,7 +125,7 @@ def insert_dicts(c: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
         json_at = _JSON_AT[key] = tuple(isinstance(types[n].type, JSON) for n in columns)
     pairs = tuple(zip(columns, json_at, strict=True))
     insert_many(c, table, columns, [tuple(json_text(r[n]) if j else r[n] for n, j in pairs)
-                                    for r in rows])
+                                    for r in rows], replacing)
 
 
 def make_engine(url: str) -> Engine:

@@ -266,9 +266,14 @@ class StoreWriter:
 
     @staticmethod
     def _replace(c, table, key, keys: list, rows: list[dict[str, Any]]) -> None:  # noqa: ANN001
-        for i in range(0, len(keys), _CHUNK):
-            c.execute(delete(table).where(key.in_(keys[i:i + _CHUNK])))
-        insert_dicts(c, table, rows)  # one prepared INSERT for all, no ORM work per row
+        """Each of ``keys`` stored as its row in ``rows`` (inserted, or over the stored one: one
+        prepared statement for all), or deleted where ``rows`` has none."""
+        name = key.expression.name
+        kept = {r[name] for r in rows}
+        gone = [k for k in keys if k not in kept]
+        for i in range(0, len(gone), _CHUNK):
+            c.execute(delete(table).where(key.in_(gone[i:i + _CHUNK])))
+        insert_dicts(c, table, rows, replacing=name)
 
     # -- events and tokens (read and written outside the engine's batches) ---------------------
     def events_after(self, client: int, after: int, limit: int = 1000) -> list[dict[str, Any]]:
