@@ -106,7 +106,8 @@ def test_restart_reconciles(master: FakeMaster, agents: Agents, tmp_path: Path) 
 
     agents.start(master.url, "h1", tmp_path / "w")
     wait_until(lambda: len(master.registers) >= 2, what="the second register")
-    assert master.registers[1][1]["activities"] == [{"id": 1, "pid": pids[1]}, {"id": 2, "pid": pids[2]}]
+    assert master.registers[1][1]["activities"] == [{"id": 1, "state": "running", "pid": pids[1]},
+                                                    {"id": 2, "state": "running", "pid": pids[2]}]
     wait_until(lambda: state_of(master, "h1", 1) == "killed", what="activity 1 stopped")
     wait_until(lambda: not psutil.pid_exists(pids[1]) or psutil.Process(pids[1]).status() == "zombie",
           what="activity 1's process gone")
@@ -138,7 +139,7 @@ def test_keeps_running_across_a_master_restart(agents: Agents, tmp_path: Path) -
     second.known.add(1)  # before it listens: the agent may register at once
     with second:
         wait_until(lambda: second.registers, what="a register with the new master")
-        assert second.registers[0][1]["activities"] == [{"id": 1, "pid": pid}]
+        assert second.registers[0][1]["activities"] == [{"id": 1, "state": "running", "pid": pid}]
         wait_until(lambda: state_of(second, "h1", 1) == "running", what="activity 1 reported again")
         second.send("h1", {"op": "stop", "activity": 1, "kill_grace": 5.0})
         wait_until(lambda: state_of(second, "h1", 1) == "killed", what="activity 1 killed")
