@@ -130,8 +130,7 @@ class Route:
         left = self.give_up_at - time.monotonic()
         if limit is None or left <= 0:
             return None
-        delay, self.backoff = self.backoff, min(self.backoff * 2, _BACKOFF_MAX)
-        return min(delay, limit, left)
+        return min(self._backoff(), limit, left)
 
     def _next(self) -> float:
         self.failed_in_row += 1
@@ -143,8 +142,12 @@ class Route:
                                     path=self.call.path)
         self.failed_in_row = 0
         self.hops = 0
+        return min(self._backoff(), max(0.0, self.give_up_at - time.monotonic()))
+
+    def _backoff(self) -> float:
+        """The next wait, doubling each time up to its bound."""
         delay, self.backoff = self.backoff, min(self.backoff * 2, _BACKOFF_MAX)
-        return min(delay, max(0.0, self.give_up_at - time.monotonic()))
+        return delay
 
 
 class Masters:

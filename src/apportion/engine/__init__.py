@@ -56,7 +56,11 @@ class Engine:
     state itself)."""
 
     def __init__(self, plan: Plan, *, skip_quiet: bool = False) -> None:
-        self.state = ClusterState(prepared(plan))  # owned hosts worked out if not yet (seed 000)
+        self._start(ClusterState(prepared(plan)), skip_quiet)  # owned hosts worked out if not yet (seed 000)
+
+    def _start(self, state: ClusterState, skip_quiet: bool) -> None:
+        """Every field of an engine, in one place for both ways of making one."""
+        self.state = state
         self._views: dict = {}
         self.skip_quiet = skip_quiet
         self._quiet: QuietRecord | None = None
@@ -66,7 +70,7 @@ class Engine:
     def over(cls, state: ClusterState) -> Engine:
         """An engine over a state built elsewhere (a plan change tried aside, on a copy)."""
         e = cls.__new__(cls)
-        e.state, e._views, e.skip_quiet, e._quiet, e.skipped = state, {}, False, None, 0
+        e._start(state, skip_quiet=False)
         return e
 
     @property

@@ -75,12 +75,25 @@ def retry_locked(fn: Callable[..., T], *args: Any, tries: int = 6) -> T:
 _INSERTS: dict[tuple[str, str, tuple[str, ...], str | None], str] = {}  # (table, dialect, columns, key) -> INSERT
 
 
+_dumps = json.dumps
+
+
 def json_text(value: Any) -> str:
     """A JSON column's value as ``insert_many`` takes it: compact JSON text (``None`` as ``null``)."""
     return _dumps(value, separators=(",", ":"))
 
 
-_dumps = json.dumps
+_JSON_AT: dict[tuple[str, tuple[str, ...]], tuple[bool, ...]] = {}  # (table, columns) -> which are JSON
+
+
+def _json_at(table: Any, columns: tuple[str, ...]) -> tuple[bool, ...]:
+    """Which of ``columns`` of ``table`` (a model) are JSON columns."""
+    key = (table.__tablename__, columns)
+    got = _JSON_AT.get(key)
+    if got is None:
+        types = table.__table__.columns
+        got = _JSON_AT[key] = tuple(isinstance(types[n].type, JSON) for n in columns)
+    return got
 
 
 def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[tuple],
@@ -96,9 +109,8 @@ def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[
     sql = _INSERTS.get(key)
     if sql is None:
         mark = "?" if c.dialect.paramstyle == "qmark" else "%s"  # SQLite's driver; psycopg
-        types = table.__table__.columns
-        marks = [f"CAST({mark} AS JSON)" if c.dialect.name != "sqlite" and isinstance(types[n].type, JSON) else mark
-                 for n in columns]
+        cast = c.dialect.name != "sqlite"
+        marks = [f"CAST({mark} AS JSON)" if cast and j else mark for j in _json_at(table, columns)]
         quote = c.dialect.identifier_preparer.quote
         sql = (f"INSERT INTO {quote(table.__tablename__)} ({', '.join(quote(n) for n in columns)}) "
                f"VALUES ({', '.join(marks)})")
@@ -109,21 +121,13 @@ def insert_many(c: Connection, table: Any, columns: tuple[str, ...], rows: list[
     c.exec_driver_sql(sql, rows)
 
 
-_JSON_AT: dict[tuple[str, tuple[str, ...]], tuple[bool, ...]] = {}  # (table, columns) -> which are JSON
-
-
 def insert_dicts(c: Connection, table: Any, rows: list[dict[str, Any]], replacing: str | None = None) -> None:
     """``rows`` (dicts with the same keys, column names) inserted as ``insert_many`` does; a JSON
     column's value made JSON text here (``None`` as ``null``, as the ORM writes it)."""
     if not rows:
         return
     columns = tuple(rows[0])
-    key = (table.__tablename__, columns)
-    json_at = _JSON_AT.get(key)
-    if json_at is None:
-        types = table.__table__.columns
-        json_at = _JSON_AT[key] = tuple(isinstance(types[n].type, JSON) for n in columns)
-    pairs = tuple(zip(columns, json_at, strict=True))
+    pairs = tuple(zip(columns, _json_at(table, columns), strict=True))
     insert_many(c, table, columns, [tuple(json_text(r[n]) if j else r[n] for n, j in pairs)
                                     for r in rows], replacing)
 
