@@ -190,6 +190,29 @@ def test_sweep_on_a_dask_local_cluster(files):
     assert (files / "sw" / "sweep_overall.png").stat().st_size > 0
 
 
+def test_a_local_dask_cluster_forks_its_worker_processes(files):
+    """--dask-local N starts N worker processes forked from the sweep's own (it has
+    imported the simulator already); their figures are the ones one process gives."""
+    import os
+
+    from apportion.simulate.sweep import METHOD_KEY, _local_start
+
+    grid = files / "grid.yaml"
+    grid.write_text("plan: plan.yaml\ntrace: t.swf\nmap: map.yaml\ngrid:\n  consumers[/B].share_ratio: [1, 2, 3, 5]\n")
+    spec = load_grid(grid)
+    assert _local_start() == ({METHOD_KEY: "fork"} if "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD"
+                              not in os.environ else {})
+    on_dask = run_sweep(spec, dask_local=2)
+    here = run_sweep(spec, workers=1)
+    assert on_dask["ran_on"] == "a local Dask cluster of 2 workers"
+    for a, b in zip(on_dask["variants"], here["variants"], strict=True):
+        for r in (a["result"], b["result"]):
+            r.pop("wall_seconds")
+            r.pop("cpu_seconds")
+        assert a["result"] == b["result"]
+    assert [v["result"]["consumers"]["/B"]["entitled"] for v in on_dask["variants"]] == [8, 11, 12, 13]
+
+
 @pytest.mark.skipif(not (SHARED / "ducc" / "mega-15-min").is_dir(), reason="needs ../shared/traces/ducc (not here)")
 def test_ducc_mega_15_min_replays_through_duccs_cycle(tmp_path):
     plan = tmp_path / "ducc.yaml"

@@ -211,9 +211,36 @@ def _on_dask(jobs: list[dict[str, Any]], scheduler: str | None, local: int | Non
     if scheduler:
         with Client(scheduler) as client:
             return client.gather(client.map(run_variant, jobs, pure=False)), f"Dask at {scheduler}"
-    with LocalCluster(n_workers=local, threads_per_worker=1, processes=processes, dashboard_address=None) as cl, \
+    import dask
+
+    # one variant per worker at a time: a variant lasts seconds, so a second one queued
+    # on a worker early buys nothing and can leave the other worker idle at the end
+    with dask.config.set({**_local_start(), "distributed.scheduler.worker-saturation": 1.0}), \
+            LocalCluster(n_workers=local, threads_per_worker=1, processes=processes, dashboard_address=None) as cl, \
             Client(cl) as client:
         return client.gather(client.map(run_variant, jobs, pure=False)), f"a local Dask cluster of {local} workers"
+
+
+METHOD_KEY = "distributed.worker.multiprocessing-method"
+
+
+def _local_start() -> dict[str, str]:
+    """How a local cluster starts its workers: forked from this process, which has
+    already imported the simulator, where the platform can fork and nobody chose
+    otherwise (Dask's own default, ``spawn``, starts a fresh interpreter per worker
+    that imports Dask and apportion again: about 0.5 s of a sweep that lasts seconds).
+    ``DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD`` or Dask's configuration
+    still decide where set."""
+    import multiprocessing
+
+    import dask
+
+    chosen = dask.config.get(METHOD_KEY, "spawn") != "spawn" or "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD" in os.environ
+    if chosen or "fork" not in multiprocessing.get_all_start_methods():
+        return {}
+    import apportion.simulate.run  # noqa: F401  (imported once here, inherited by each worker)
+
+    return {METHOD_KEY: "fork"}
 
 
 # --- output -------------------------------------------------------------------------
