@@ -213,15 +213,23 @@ def _on_dask(jobs: list[dict[str, Any]], scheduler: str | None, local: int | Non
             return client.gather(client.map(run_variant, jobs, pure=False)), f"Dask at {scheduler}"
     import dask
 
-    # one variant per worker at a time: a variant lasts seconds, so a second one queued
-    # on a worker early buys nothing and can leave the other worker idle at the end
-    with dask.config.set({**_local_start(), "distributed.scheduler.worker-saturation": 1.0}), \
+    with dask.config.set({**_local_start(), **LOCAL_CLUSTER}), \
             LocalCluster(n_workers=local, threads_per_worker=1, processes=processes, dashboard_address=None) as cl, \
             Client(cl) as client:
         return client.gather(client.map(run_variant, jobs, pure=False)), f"a local Dask cluster of {local} workers"
 
 
 METHOD_KEY = "distributed.worker.multiprocessing-method"
+# A local cluster's settings, for a sweep's long, CPU-bound tasks:
+LOCAL_CLUSTER = {
+    # one variant per worker at a time: a variant lasts seconds, so a second one queued
+    # on a worker early buys nothing and can leave the other worker idle at the end
+    "distributed.scheduler.worker-saturation": 1.0,
+    # the cluster has no dashboard, so nothing reads the workers' stack samples (taken
+    # every 10 ms, under the replay's lock) or their system metrics
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "5s",
+}
 
 
 def _local_start() -> dict[str, str]:
