@@ -108,7 +108,15 @@ def _honour_ownership(gp: GroupPlan, capacity: int) -> tuple[dict[str, int], dic
     return owned, pool_size
 
 
+HELD = Grant("", "", "", "", 0, "")  # the place of a grant held back (Cycle._hold_back) among the grants
+
+
 class Cycle:
+    # slots given to a request still below its min are counted, not made into
+    # allocations, until a later grant of the cycle may take it there (_hold_back);
+    # off, every grant is an allocation at once: the same decisions, for the tests
+    hold_back = True
+
     def __init__(self, state: ClusterState, now: float) -> None:
         self.s = state
         self.now = now
@@ -451,12 +459,14 @@ class Cycle:
         s = self.s
         hosts, group = s.hosts, s.groups[g]
         place = self._place
-        if self._hold_back_ok and source[0] == "p" and not req.exclusive and not s.in_use \
-                and rs.held + sum(s.groups[x].open_free for x in rs.groups) < rs.min:
-            # a request that cannot reach its min this cycle, even with every free slot
-            # of its groups: phase 8 will take back whatever it is given. What it is
+        if self.hold_back and self._hold_back_ok and source[0] == "p" and not req.exclusive \
+                and not s.in_use and (rs.held + wanted < rs.min
+                                      or rs.held + sum(s.groups[x].open_free for x in rs.groups) < rs.min):
+            # a request still below its min after this grant: unless a later one this
+            # cycle takes it there, phase 8 takes back whatever it is given. What it is
             # given still counts until then (it keeps those slots from the leaves served
-            # after it), so it is counted, but not made into allocations and grants
+            # after it), so it is counted, and made into allocations and grants only if
+            # such a later grant comes (_materialise)
             place = self._hold_back
         owned_hosts = self.views[g].gp.owned_hosts
         if owned_hosts:
@@ -478,6 +488,8 @@ class Cycle:
         if not picks:
             return 0
         req = rs.spec
+        if req.id in self.held_back:
+            self._materialise(rs)  # what it was given earlier comes first, as it came
         placed = 0
         add, grants = self.s.add, self.d.grants
         mine = self.granted_now.setdefault(req.id, [])
@@ -499,15 +511,32 @@ class Cycle:
         s = self.s
         leaf = rs.spec.consumer
         mine = self.held_back.setdefault(rs.spec.id, [])
+        grants = self.d.grants
         placed = 0
         for host, slots in picks:
             aid = s.use_id()
             s.take_on_host(host, leaf, slots)
-            mine.append((g, host, slots, source, aid))
+            mine.append((g, host, slots, source, aid, len(grants)))
+            grants.append(HELD)  # its place among the grants, should it become one
             placed += slots
         s.count_held(rs, g, source, placed)
         self._held_back_keys.add((leaf, g, source))
         return placed
+
+    def _materialise(self, rs: RequestState) -> None:
+        """A request given slots held back (``_hold_back``) is given more by a grant that
+        may take it to its min: what it was given becomes allocations and grants now,
+        each with the id and the place among the grants it was given then, and in the
+        books' order by id (all that came to them since has larger ids), as if made
+        then. Nothing between read what differs: no phase marks slots held back."""
+        s = self.s
+        leaf = rs.spec.consumer
+        mine = self.granted_now.setdefault(rs.spec.id, [])
+        for g, host, slots, source, aid, at in self.held_back.pop(rs.spec.id):
+            s.count_held(rs, g, source, -slots)
+            s.give_on_host(host, leaf, slots)
+            mine.append(s.add_as(aid, rs, g, host, slots, source))
+            self.d.grants[at] = Grant(rs.spec.id, leaf, g, host, slots, source)
 
     def _note_stuck(self, leaf: str, g: str) -> None:
         """The leaf had room in ``g`` but could not place anything: it must not hold
@@ -1172,18 +1201,18 @@ class Cycle:
                     if a.id in s.allocs:
                         s.remove(a)
                 undo.add(rid)
-        if undo:
-            self.d.grants = [gr for gr in self.d.grants if gr.request not in undo]
         changed = s.changed
         for rid, held in self.held_back.items():
             rs = s.requests[rid]
             assert rs.held < rs.min, "a request held back reached its min"
             leaf = rs.spec.consumer
-            for g, host, slots, source, aid in held:
+            for g, host, slots, source, aid, _ in held:
                 if changed is not None:
                     changed.add(aid)
                 s.count_held(rs, g, source, -slots)
                 s.give_on_host(host, leaf, slots)
+        if self.held_back or undo:
+            self.d.grants = [gr for gr in self.d.grants if gr is not HELD and gr.request not in undo]
         self.held_back = {}
         self._held_back_keys.clear()
 

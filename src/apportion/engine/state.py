@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from typing import Any
 from dataclasses import dataclass
 
 from sortedcontainers import SortedDict
@@ -36,6 +37,20 @@ def lent_source(lender: str) -> str:
 
 
 _PARSED: dict[str, tuple[str, str]] = {}
+
+
+def _after_older(book: dict[int, Any], key: int) -> None:
+    """``key``, just added last to ``book``, moved before the keys larger than it that
+    end the book (those that came after its id was used up), which keep their order."""
+    later = []
+    for k in reversed(book):
+        if k == key:
+            continue
+        if k < key:
+            break
+        later.append(k)
+    for k in reversed(later):
+        book[k] = book.pop(k)
 
 
 def parse_source(source: str) -> tuple[str, str]:
@@ -478,6 +493,21 @@ class ClusterState:
         st = self.subtree_held[group]
         for p in self.chain[leaf]:
             st[p] = st.get(p, 0) + slots
+        return a
+
+    def add_as(self, aid: int, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
+        """``add`` with an id used up earlier (``use_id``), placed in every book by its id:
+        before those that came to it after the id was used up (all with larger ids)."""
+        keep, self._next_id = self._next_id, aid
+        try:
+            a = self.add(rs, group, host, slots, source)
+        finally:
+            self._next_id = keep
+        books = [self.allocs, self.by_host[host], rs.allocs]
+        if source[0] == "p":
+            books.append(self.by_source[(rs.spec.consumer, group, source)])
+        for book in books:
+            _after_older(book, aid)
         return a
 
     def _pool_counts(self, leaf: str, group: str, source: str, slots: int) -> None:
