@@ -234,17 +234,18 @@ LOCAL_CLUSTER = {
 
 def _local_start() -> dict[str, str]:
     """How a local cluster starts its workers: forked from this process, which has
-    already imported the simulator, where the platform can fork and nobody chose
-    otherwise (Dask's own default, ``spawn``, starts a fresh interpreter per worker
-    that imports Dask and apportion again: about 0.5 s of a sweep that lasts seconds).
+    already imported the simulator, on Linux where nobody chose otherwise (Dask's
+    own default, ``spawn``, starts a fresh interpreter per worker that imports Dask
+    and apportion again: about 0.5 s of a sweep that lasts seconds). Not on macOS,
+    where forking a process that has loaded system frameworks is unsafe.
     ``DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD`` or Dask's configuration
     still decide where set."""
-    import multiprocessing
+    import sys
 
     import dask
 
     chosen = dask.config.get(METHOD_KEY, "spawn") != "spawn" or "DASK_DISTRIBUTED__WORKER__MULTIPROCESSING_METHOD" in os.environ
-    if chosen or "fork" not in multiprocessing.get_all_start_methods():
+    if chosen or not sys.platform.startswith("linux"):
         return {}
     import apportion.simulate.run  # noqa: F401  (imported once here, inherited by each worker)
 
