@@ -248,6 +248,36 @@ def test_a_tenant_kills_its_own_activity_and_an_admin_applies_a_plan_after_its_d
                     "the new version listed")
 
 
+def test_a_plan_being_edited_survives_a_plan_applied_meanwhile(admin, ego):
+    """The live feed redraws the Plan page when a plan is applied elsewhere: what the
+    administrator typed stays, its preview no longer counts (it was made against the
+    old version), and once previewed again it applies as typed."""
+    m, _ = ego
+    with m.http() as c:
+        now = c.get("/v1/plan").json()
+        mine = now["text"].replace("/Apps/batch, grace: 3", "/Apps/batch, grace: 4")
+        other = now["text"].replace("/Research, owned: 4, grace: 3", "/Research, owned: 4, grace: 6")
+        assert mine != now["text"] and other != now["text"]
+        admin.go("plan")
+        admin.page.fill("#plan-text", mine)
+        admin.page.click("#plan-diff")
+        admin.page.wait_for_selector("#plan-apply:not([disabled])")
+        r = c.put("/v1/plan", content=other, headers={"content-type": "text/plain"})
+        assert r.status_code == 200, r.text
+        admin.until(lambda: f"version {now['version'] + 1}," in admin.text("#page h1"), "the page redrawn live")
+        assert admin.page.input_value("#plan-text") == mine  # the edit is kept
+        assert admin.page.is_visible("#plan-draft")
+        assert admin.page.is_disabled("#plan-apply")  # previewed against the version before
+        admin.page.click("#plan-diff")
+        admin.page.wait_for_selector("#plan-apply:not([disabled])")
+        admin.page.click("#plan-apply")
+        admin.page.click("#confirm-yes")
+        wait_until(lambda: c.get("/v1/plan").json()["version"] == now["version"] + 2, 20, "the edit applied")
+        assert c.get("/v1/plan").json()["text"] == mine
+        admin.until(lambda: admin.page.input_value("#plan-text") == mine
+                    and not admin.page.is_visible("#plan-draft"), "the page shows the plan in force, no draft")
+
+
 def test_history_and_the_live_feed_follow_the_tokens_scope(ego):
     import json
 

@@ -104,6 +104,7 @@ function refreshSoon() {
 }
 
 async function route() {
+  if (timer) { clearTimeout(timer); timer = null; } // a redraw asked for the page left: this one is drawn now
   const r = parseHash();
   const pages = pagesFor();
   const page = pages[r.name] || pages.overview;

@@ -269,37 +269,60 @@ const events = {
 };
 
 // --- Plan -------------------------------------------------------------------------------
+// What the administrator typed, and what was previewed, outlive a redraw of the page (a
+// plan event, a refresh): a live feed must never wipe an edit or a preview in progress.
+// (A newline right after <textarea> is dropped by the HTML parser: one is written there so
+// that a text's own first newline stays.) A preview holds for the version it was made against only: a plan applied meanwhile asks
+// for a new one.
+let draft = { text: null, previewed: null, preview: "", against: null };
+let planVersion = null;
+
 const plan = {
   title: "Plan", admin: true, kinds: ["plan"],
   async render(route) {
     const [p, v] = await Promise.all([api("/v1/plan"), api("/v1/plan/versions")]);
     const shown = route.params.get("version") ? await api(`/v1/plan/versions/${encodeURIComponent(route.params.get("version"))}`) : p;
+    planVersion = p.version;
+    const editing = draft.text !== null && draft.text !== p.text;
+    const ready = editing && draft.previewed === draft.text && draft.against === p.version;
     return `<h1>Plan <span class="muted">version ${esc(p.version)}, applied by ${esc(p.applied_by)} at ${esc(fmtTime(p.applied_at))}</span></h1>
       <h2>Versions</h2>${table([{ h: "version" }, { h: "applied by" }, { h: "at" }],
         v.versions.map((x) => `<tr><td><a href="#/plan?version=${x.version}">${x.version}</a></td><td>${esc(x.applied_by)}</td><td>${esc(fmtTime(x.applied_at))}</td></tr>`))}
       <h2>Text of version ${esc(shown.version)}</h2><pre data-k="plan-text">${esc(shown.text)}</pre>
-      <h2>Change the plan</h2><p class="muted">Edit, preview what it would reclaim and remove now, then apply.</p>
-      <textarea id="plan-text">${esc(p.text)}</textarea>
+      <h2>Change the plan</h2><p class="muted">Edit, preview what it would reclaim and remove now, then apply.
+        ${editing ? `<span id="plan-draft">Your edits below are not applied; the plan in force is version ${esc(p.version)}.</span>` : ""}</p>
+      <textarea id="plan-text">\n${esc(editing ? draft.text : p.text)}</textarea>
       <div class="toolbar"><button type="button" id="plan-diff">Preview the diff</button>
-        <button type="button" id="plan-apply" class="danger" disabled>Apply…</button></div>
-      <pre id="plan-preview" hidden></pre>`;
+        <button type="button" id="plan-apply" class="danger" ${ready ? "" : "disabled"}>Apply…</button>
+        ${editing ? `<button type="button" id="plan-discard">Discard my edits</button>` : ""}</div>
+      <pre id="plan-preview" ${ready ? "" : "hidden"}>${ready ? esc(draft.preview) : ""}</pre>`;
   },
   after(el) {
     const text = el.querySelector("#plan-text"), out = el.querySelector("#plan-preview"), apply = el.querySelector("#plan-apply");
-    let previewed = null;
-    text.addEventListener("input", () => { apply.disabled = true; });
+    text.addEventListener("input", () => {
+      draft.text = text.value;
+      apply.disabled = draft.previewed !== text.value || draft.against !== planVersion;
+    });
+    el.querySelector("#plan-discard")?.addEventListener("click", () => {
+      draft = { text: null, previewed: null, preview: "", against: null };
+      hooks.refresh();
+    });
     el.querySelector("#plan-diff").addEventListener("click", async () => {
+      const asked = text.value, against = planVersion;
+      draft.text = asked;
       out.hidden = false;
       try {
-        const d = await api("/v1/plan/diff", { method: "POST", body: text.value, headers: { "Content-Type": "text/plain" } });
-        out.textContent = JSON.stringify(d, null, 2);
-        previewed = text.value; apply.disabled = false;
-      } catch (e) { out.textContent = `Refused: ${e.message}`; apply.disabled = true; }
+        const d = await api("/v1/plan/diff", { method: "POST", body: asked, headers: { "Content-Type": "text/plain" } });
+        draft.preview = out.textContent = JSON.stringify(d, null, 2);
+        draft.previewed = asked; draft.against = against; apply.disabled = text.value !== asked;
+      } catch (e) { out.textContent = `Refused: ${e.message}`; draft.previewed = null; apply.disabled = true; }
     });
     apply.addEventListener("click", async () => {
-      if (previewed !== text.value || !(await confirmAction("Apply this plan now?", out.textContent))) return;
+      const previewed = draft.previewed;
+      if (previewed === null || previewed !== text.value || !(await confirmAction("Apply this plan now?", out.textContent))) return;
       try {
         const r = await api("/v1/plan", { method: "PUT", body: previewed, headers: { "Content-Type": "text/plain" } });
+        draft = { text: null, previewed: null, preview: "", against: null };
         out.textContent = `applied: version ${r.version}`;
         hooks.refresh();
       } catch (e) { out.textContent = `Refused: ${e.message}`; }
