@@ -278,6 +278,29 @@ def test_a_plan_being_edited_survives_a_plan_applied_meanwhile(admin, ego):
                     and not admin.page.is_visible("#plan-draft"), "the page shows the plan in force, no draft")
 
 
+def test_a_filter_being_typed_survives_a_live_redraw(admin, ego):
+    """The Allocations page redraws as allocations change; a filter typed and not yet
+    submitted keeps its text, its focus and its cursor."""
+    m, _ = ego
+    with m.http() as c:
+        admin.go("allocations")
+        admin.page.click("#filter [name=consumer]")
+        admin.page.keyboard.type("/Rese")
+        before = admin.page.evaluate("() => document.getElementById('page').dataset.loaded")
+        mine, aid = granted(c, "typing", "/Research", 1)
+        try:
+            admin.until(lambda: admin.page.evaluate("() => document.getElementById('page').dataset.loaded") != before
+                        and admin.page.locator(f"[data-allocation='{aid}']").count() == 1, "the page redrawn live")
+            assert admin.page.input_value("#filter [name=consumer]") == "/Rese"
+            assert admin.page.evaluate("() => document.activeElement.name") == "consumer"
+            admin.page.keyboard.type("arch")  # the cursor is still at the end
+            assert admin.page.input_value("#filter [name=consumer]") == "/Research"
+            admin.page.keyboard.press("Enter")
+            admin.until(lambda: "consumer=%2FResearch" in admin.page.url, "the filter submitted")
+        finally:
+            c.delete(f"/v1/clients/{mine}")
+
+
 def test_history_and_the_live_feed_follow_the_tokens_scope(ego):
     import json
 

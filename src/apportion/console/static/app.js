@@ -69,6 +69,40 @@ function parseHash() {
   return { name: parts[0] || "overview", id: parts[1], params: new URLSearchParams(query || "") };
 }
 
+// A live redraw of the page on screen keeps what the user is typing: form fields changed
+// and not yet submitted get their value back, and the field being typed in its focus
+// and cursor. (A new page, or the same one opened again, starts from what it shows.)
+function keepEdits(el) {
+  const key = (f) => `${f.form ? f.form.id : ""}|${f.name}`;
+  const kept = [];
+  for (const f of el.querySelectorAll("form [name]")) {
+    if (f.type === "checkbox" || f.type === "radio") {
+      if (f.checked !== f.defaultChecked) kept.push([key(f), "checked", f.checked]);
+    } else if (f.tagName === "SELECT") {
+      if ([...f.options].some((o) => o.selected !== o.defaultSelected)) kept.push([key(f), "value", f.value]);
+    } else if (f.value !== f.defaultValue) kept.push([key(f), "value", f.value]);
+  }
+  const a = document.activeElement;
+  const focus = a && a.name && el.contains(a) ? [key(a), a.selectionStart, a.selectionEnd] : null;
+  const find = (k) => {
+    const [form, name] = k.split("|");
+    return el.querySelector(`${form ? `#${CSS.escape(form)} ` : ""}[name="${CSS.escape(name)}"]`);
+  };
+  return () => {
+    for (const [k, prop, v] of kept) {
+      const f = find(k);
+      if (f) f[prop] = v;
+    }
+    const f = focus && find(focus[0]);
+    if (f) {
+      f.focus();
+      if (typeof focus[1] === "number") try { f.setSelectionRange(focus[1], focus[2]); } catch { /* not a text field */ }
+    }
+  };
+}
+
+let drawn = null; // the page visit last drawn (route() makes a new one per visit)
+
 async function render() {
   if (!current) return;
   if (refreshing) { again = true; return; }
@@ -78,7 +112,10 @@ async function render() {
   try {
     const html = await mine.page.render(mine.route);
     if (current === mine) {
+      const restore = drawn === mine ? keepEdits(el) : null;
       el.innerHTML = html;
+      drawn = mine;
+      if (restore) restore();
       if (current.page.after) current.page.after(el, current.route);
       el.dataset.loaded = String(Date.now());
     }
