@@ -533,10 +533,15 @@ class Cycle:
         leaf = rs.spec.consumer
         mine = self.granted_now.setdefault(rs.spec.id, [])
         for g, host, slots, source, aid, at in self.held_back.pop(rs.spec.id):
-            s.count_held(rs, g, source, -slots)
-            s.give_on_host(host, leaf, slots)
+            self._unhold(rs, g, host, slots, source)
             mine.append(s.add_as(aid, rs, g, host, slots, source))
             self.d.grants[at] = Grant(rs.spec.id, leaf, g, host, slots, source)
+
+    def _unhold(self, rs: RequestState, g: str, host: str, slots: int, source: str) -> None:
+        """Slots held back for ``rs`` (``_hold_back``) no longer counted: what phase 8
+        does to them, and ``_materialise`` before making them an allocation."""
+        self.s.count_held(rs, g, source, -slots)
+        self.s.give_on_host(host, rs.spec.consumer, slots)
 
     def _note_stuck(self, leaf: str, g: str) -> None:
         """The leaf had room in ``g`` but could not place anything: it must not hold
@@ -1205,12 +1210,10 @@ class Cycle:
         for rid, held in self.held_back.items():
             rs = s.requests[rid]
             assert rs.held < rs.min, "a request held back reached its min"
-            leaf = rs.spec.consumer
             for g, host, slots, source, aid, _ in held:
                 if changed is not None:
                     changed.add(aid)
-                s.count_held(rs, g, source, -slots)
-                s.give_on_host(host, leaf, slots)
+                self._unhold(rs, g, host, slots, source)
         if self.held_back or undo:
             self.d.grants = [gr for gr in self.d.grants if gr is not HELD and gr.request not in undo]
         self.held_back = {}

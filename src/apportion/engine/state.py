@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from sortedcontainers import SortedDict
 

@@ -271,10 +271,11 @@ const events = {
 // --- Plan -------------------------------------------------------------------------------
 // What the administrator typed, and what was previewed, outlive a redraw of the page (a
 // plan event, a refresh): a live feed must never wipe an edit or a preview in progress.
-// (A newline right after <textarea> is dropped by the HTML parser: one is written there so
-// that a text's own first newline stays.) A preview holds for the version it was made against only: a plan applied meanwhile asks
-// for a new one.
-let draft = { text: null, previewed: null, preview: "", against: null };
+// A preview holds for the version it was made against only: a plan applied meanwhile
+// asks for a new one. (A newline right after <textarea> is dropped by the HTML parser:
+// one is written there so that a text's own first newline stays.)
+const noDraft = () => ({ text: null, previewed: null, preview: "", against: null });
+let draft = noDraft();
 let planVersion = null;
 
 const plan = {
@@ -304,7 +305,7 @@ const plan = {
       apply.disabled = draft.previewed !== text.value || draft.against !== planVersion;
     });
     el.querySelector("#plan-discard")?.addEventListener("click", () => {
-      draft = { text: null, previewed: null, preview: "", against: null };
+      draft = noDraft();
       hooks.refresh();
     });
     el.querySelector("#plan-diff").addEventListener("click", async () => {
@@ -322,7 +323,7 @@ const plan = {
       if (previewed === null || previewed !== text.value || !(await confirmAction("Apply this plan now?", out.textContent))) return;
       try {
         const r = await api("/v1/plan", { method: "PUT", body: previewed, headers: { "Content-Type": "text/plain" } });
-        draft = { text: null, previewed: null, preview: "", against: null };
+        draft = noDraft();
         out.textContent = `applied: version ${r.version}`;
         hooks.refresh();
       } catch (e) { out.textContent = `Refused: ${e.message}`; }
