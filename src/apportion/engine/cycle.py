@@ -552,41 +552,49 @@ class Cycle:
 
     def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
                serve: Callable[[str, RequestState, str, GroupView], None],
-               groups: Callable[[str], Iterable[str]] | None = None) -> None:
+               groups: Callable[[str], Iterable[str]] | None = None,
+               first: Callable[[str], bool] | None = None) -> None:
         """For each leaf: the groups where ``room`` says there is something to be had
         (among ``groups(leaf)`` if given: those a phase knows it can serve at all);
         then its open requests in arrival order, each request's groups in its order,
-        until the leaf wants nothing more or no group has room left."""
-        s, views, want, unmet_in = self.s, self.views, self.want, self.s.unmet_in
-        every = s.group_names
+        until the leaf wants nothing more or no group has room left. ``first(leaf)``,
+        if given, may serve the leaf itself, exactly as this would (True: done)."""
+        views, want, unmet_in = self.views, self.want, self.s.unmet_in
+        every = self.s.group_names
         for leaf in leaves:
             if want.get(leaf, 0) <= 0:
+                continue
+            if first is not None and first(leaf):
                 continue
             open_groups = {g for g in (every if groups is None else groups(leaf))
                            if unmet_in[g].get(leaf, 0) > 0 and leaf in views[g].settings
                            and room(leaf, g, views[g])}
-            if not open_groups:
-                continue
-            # those that still want slots, in arrival order (held in full: nothing to serve),
-            # walked by position and only as far as needed (a long queue is not copied): while
-            # serving, a request can only leave the book (served in full), never join it
-            book = s.wanting_of.get(leaf)
-            i = 0
-            while book is not None and i < len(book):
-                rs = book.peekitem(i)[1]
-                for g in rs.groups:
-                    if g in open_groups:
-                        serve(leaf, rs, g, views[g])
-                        if want[leaf] <= 0:
-                            break  # served: whether room is left no longer matters
-                        if not room(leaf, g, views[g]):
-                            open_groups.discard(g)
-                if rs.held < rs.max:
-                    i += 1  # still in the book; a request served in full left it, the next took its place
-                if want[leaf] <= 0 or not open_groups:
-                    break
-            else:
-                self.sensitive.add(leaf)  # every request looked at: a new one would be too
+            if open_groups:
+                self._walk(leaf, 0, open_groups, room, serve)
+
+    def _walk(self, leaf: str, i: int, open_groups: set[str], room: Callable[[str, str, GroupView], bool],
+              serve: Callable[[str, RequestState, str, GroupView], None]) -> None:
+        """``_serve`` for one leaf, from the ``i``-th request that still wants slots on."""
+        views, want = self.views, self.want
+        # those that still want slots, in arrival order (held in full: nothing to serve),
+        # walked by position and only as far as needed (a long queue is not copied): while
+        # serving, a request can only leave the book (served in full), never join it
+        book = self.s.wanting_of.get(leaf)
+        while book is not None and i < len(book):
+            rs = book.peekitem(i)[1]
+            for g in rs.groups:
+                if g in open_groups:
+                    serve(leaf, rs, g, views[g])
+                    if want[leaf] <= 0:
+                        break  # served: whether room is left no longer matters
+                    if not room(leaf, g, views[g]):
+                        open_groups.discard(g)
+            if rs.held < rs.max:
+                i += 1  # still in the book; a request served in full left it, the next took its place
+            if want[leaf] <= 0 or not open_groups:
+                break
+        else:
+            self.sensitive.add(leaf)  # every request looked at: a new one would be too
 
     def _wanting(self, among) -> list[str]:
         """The leaves of ``among`` that still want slots, in serving order."""
@@ -796,7 +804,64 @@ class Cycle:
                     if n > 0:
                         self._give(rs, g, n, pool_source(owner))
 
-            self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
+            def first(leaf: str, quotas=quotas, room=room, serve=serve) -> bool:
+                return self._hold_first(leaf, short_in[leaf], quotas, room, serve)
+
+            self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf], first)
+
+    def _hold_first(self, leaf: str, short: dict[str, list[str]],
+                    quotas: Callable[[GroupView], dict[str, dict[str, int]]],
+                    room: Callable[[str, str, GroupView], bool],
+                    serve: Callable[[str, RequestState, str, GroupView], None]) -> bool:
+        """The pool phase's ``_serve`` for a leaf below its quota in one pool of one
+        group whose first waiting request cannot reach its min there: the most common
+        leaf of a backlog of wide rigid jobs, met every cycle. It is served here by
+        what ``_serve``, the phase's ``serve`` and ``_give`` do for it, in their order,
+        without their general walk; any other leaf is left to them (False, with
+        nothing changed). The slots are held back (``_hold_back``); if the leaf still
+        has room after that, its walk goes on from its next request."""
+        if len(short) != 1 or not self.hold_back:
+            return False
+        [(g, owners)] = short.items()
+        if len(owners) != 1:
+            return False
+        s, v = self.s, self.views[g]
+        if s.in_use or v.gp.owned_hosts or s.unmet_in[g].get(leaf, 0) <= 0 or leaf not in v.settings:
+            return False
+        owner = owners[0]
+        src = pool_source(owner)
+        idle = v.pool_size.get(owner, 0) - s.pool_used[g].get(owner, 0)
+        r = quotas(v).get(owner, {}).get(leaf, 0) - _pool_have(s.usage_in[g].get(leaf), owner, src)
+        if idle <= 0 or r <= 0:
+            return False
+        book = s.wanting_of.get(leaf)
+        if not book:
+            return False
+        rs = book.peekitem(0)[1]
+        req: Request = rs.spec
+        if req.exclusive or g not in rs.groups:
+            return False
+        want = self.want[leaf]
+        n = min(r, idle, want, self._below_max(leaf, g, v))
+        inst = min(n, rs.max - rs.held) // req.order
+        if n <= 0 or inst <= 0:
+            return False
+        wanted = inst * req.order
+        if not (rs.held + wanted < rs.min or rs.held + sum(s.groups[x].open_free for x in rs.groups) < rs.min):
+            return False
+        # _give, as the pool phase's serve calls it, with place = _hold_back
+        if n >= want:
+            self.sensitive.add(leaf)
+        placed = self._hold_back(rs, g, choose_hosts(s.hosts, s.groups[g], req, leaf, inst), src)
+        if placed:
+            self.want[leaf] = want = want - placed
+        if placed < wanted:
+            self._note_stuck(leaf, g)
+        # and on with _serve's walk
+        if want <= 0 or not room(leaf, g, v):
+            return True
+        self._walk(leaf, 1 if rs.held < rs.max else 0, {g}, room, serve)
+        return True
 
     # -- 4. borrowing ----------------------------------------------------------
     def _lendable(self, lender: str, g: str, v: GroupView) -> int:

@@ -11,7 +11,7 @@ branches that still have unmet demand (seed 004).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from apportion.engine import fastshares
 from apportion.engine.sharetree import Fraction, ShareTree
@@ -270,6 +270,27 @@ def _residual(tree: ShareTree, top: str, need: Mapping[str, int],
     return residual
 
 
+class ExactShares(Mapping[str, Fraction]):
+    """Exact shares as numerators over one denominator, made a ``Fraction`` only when
+    read: a division's exact shares are kept to compare the next division's needs
+    with, and a cycle reads those of a few leaves, not all."""
+
+    __slots__ = ("num", "den")
+
+    def __init__(self, num: dict[str, int], den: int) -> None:
+        self.num = num
+        self.den = den
+
+    def __getitem__(self, leaf: str) -> Fraction:
+        return Fraction(self.num[leaf], self.den)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.num)
+
+    def __len__(self) -> int:
+        return len(self.num)
+
+
 def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], parent_mode: bool,
                    dynamic: bool) -> tuple[dict[str, int], dict[str, Fraction]]:
     """``divide_pool`` below a node whose children are all leaves, without caps: the
@@ -333,4 +354,4 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
         order = sorted((-(x % den), index[leaf], leaf) for leaf, x in num.items())
         for _, _, leaf in order[:spare]:
             out[leaf] += 1
-    return out, {leaf: Fraction(x, den) for leaf, x in num.items()}
+    return out, ExactShares(num, den)

@@ -353,26 +353,28 @@ class ClusterState:
     def is_futile(self, leaf: str, group: str) -> bool:
         return self.futile.get((leaf, group)) == self.epoch
 
-    def _unmet_delta(self, rs: RequestState, delta: int) -> None:
+    def _unmet_delta(self, rs: RequestState, delta: int, mark: bool = True) -> None:
         if not delta:
             return
         leaf = rs.spec.consumer
         self.unmet[leaf] = self.unmet.get(leaf, 0) + delta
-        self.reclaim_dirty.add(leaf)
+        if mark:
+            self.reclaim_dirty.add(leaf)
         unmet_in, touched = self.unmet_in, self.touched
         for g in rs.groups:
             here = unmet_in[g]
             here[leaf] = here.get(leaf, 0) + delta
-            touched[g].add(leaf)
+            if mark:
+                touched[g].add(leaf)
 
-    def _held_by(self, rs: RequestState, delta: int) -> None:
+    def _held_by(self, rs: RequestState, delta: int, mark: bool = True) -> None:
         """``rs`` holds ``delta`` more slots: its unmet slots, and the leaf's, follow."""
         before = rs.max - rs.held
         rs.held += delta
         after = rs.max - rs.held
         if (before > 0) != (after > 0):
             self._wanting(rs, after > 0)
-        self._unmet_delta(rs, (after if after > 0 else 0) - (before if before > 0 else 0))
+        self._unmet_delta(rs, (after if after > 0 else 0) - (before if before > 0 else 0), mark)
 
     def _wanting(self, rs: RequestState, wants: bool) -> None:
         leaf = rs.spec.consumer
@@ -510,9 +512,11 @@ class ClusterState:
             _after_older(book, aid)
         return a
 
-    def _pool_counts(self, leaf: str, group: str, source: str, slots: int) -> None:
-        """A leaf's share-pool slots in ``group`` move by ``slots``: its books, the pool's."""
-        self.touched[group].add(leaf)
+    def _pool_counts(self, leaf: str, group: str, source: str, slots: int, mark: bool = True) -> None:
+        """A leaf's share-pool slots in ``group`` move by ``slots``: its books, the pool's
+        (``mark``: and the leaf is marked as changed for the next view)."""
+        if mark:
+            self.touched[group].add(leaf)
         here = self.usage_in[group]
         u = here.get(leaf)
         if u is None:
@@ -559,10 +563,15 @@ class ClusterState:
     def count_held(self, rs: RequestState, group: str, source: str, slots: int) -> None:
         """What ``add`` (``slots`` > 0) or ``remove`` (< 0) of share-pool slots of
         ``rs`` in ``group`` does to the counts, without an allocation: for slots a
-        cycle gives and takes back within itself (Cycle._hold_back)."""
+        cycle gives and takes back within itself (Cycle._hold_back).
+
+        The leaf is not marked as changed (``touched``, ``reclaim_dirty``): every such
+        count is undone within the same cycle, or undone and made an allocation
+        (``add`` marks it then), so its books at the next view are what they were, and
+        a backlog held back every cycle does not make every view look at it again."""
         leaf = rs.spec.consumer
-        self._held_by(rs, slots)
-        self._pool_counts(leaf, group, source, slots)
+        self._held_by(rs, slots, mark=False)
+        self._pool_counts(leaf, group, source, slots, mark=False)
         st = self.subtree_held[group]
         for p in self.chain[leaf]:
             st[p] = st.get(p, 0) + slots
