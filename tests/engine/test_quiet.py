@@ -66,14 +66,21 @@ def _run(plan, script, skip: bool):
     return log, e
 
 
+def _both_ways(plan, script):
+    """Run ``script`` on an engine that runs every cycle and on one that skips quiet
+    ones; assert they decide the same; the second engine's log and the engine."""
+    plain, _ = _run(plan, script, skip=False)
+    quiet, e = _run(plan, script, skip=True)
+    assert plain == quiet
+    return quiet, e
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_skipping_quiet_cycles_decides_the_same(data):
     plan = data.draw(plans())
     script = data.draw(steps(plan))
-    plain, _ = _run(plan, script, skip=False)
-    quiet, _ = _run(plan, script, skip=True)
-    assert plain == quiet
+    _both_ways(plan, script)
 
 
 def test_a_queue_behind_a_blocked_rigid_job_skips_cycles_and_decides_the_same():
@@ -85,9 +92,7 @@ def test_a_queue_behind_a_blocked_rigid_job_skips_cycles_and_decides_the_same():
     script = [(0.0, [("submit", "a1", "/a", 10, 10)]), (1.0, [("submit", "b1", "/b", 10, 10)])]
     script += [(1.0, [("submit", f"b{i}", "/b", 1, 1)]) for i in range(2, 8)]
     script += [(1.0, [("end", 0)]), (1.0, [])]
-    plain, _ = _run(plan, script, skip=False)
-    quiet, e = _run(plan, script, skip=True)
-    assert plain == quiet
+    quiet, e = _both_ways(plan, script)
     assert e.skipped >= 5  # b2..b7 arrived behind b1 and changed nothing
     granted = {g.request for step in quiet[::2] for g in step[0]}
     assert {"a1", "b1"} <= granted  # and b1 started once a1 was done
@@ -124,9 +129,7 @@ def two_group_cases(draw):
 @given(two_group_cases())
 def test_skipping_quiet_cycles_in_two_groups_decides_the_same(case):
     plan, script = case
-    plain, _ = _run(plan, script, skip=False)
-    quiet, _ = _run(plan, script, skip=True)
-    assert plain == quiet
+    _both_ways(plan, script)
 
 
 def _books_in_order(e: Engine) -> dict:
@@ -208,3 +211,54 @@ def test_a_backlog_of_wide_rigid_jobs_is_held_back_by_the_short_path(monkeypatch
     assert plain == held
     granted = {g.request for step in held[0][::2] for g in step[0]}
     assert "c2" in granted and not {"a1", "b1", "c1"} & granted
+
+
+@st.composite
+def plain_cases(draw):
+    """The plainest plans (Cycle._nothing_to_decide): leaves under the root sharing one
+    group by ratio; rigid and elastic requests of one slot an instance, now and then
+    of two; work that ends; reclaims with and without grace."""
+    cons = {f"/l{i}": {"share_ratio": draw(st.integers(0, 3)), "grace": draw(st.sampled_from([0.0, 2.0]))}
+            for i in range(draw(st.integers(1, 5)))}
+    plan = make_plan(cons, host_list=[Host(f"h{i}", draw(st.integers(1, 8))) for i in range(draw(st.integers(1, 3)))],
+                     policy=Policy(share_pool_reclaim=draw(st.booleans()),
+                                   adjust_share_to_workload=draw(st.booleans())))
+    script = []
+    for k in range(draw(st.integers(1, 25))):
+        batch = []
+        for j in range(draw(st.integers(0, 3))):
+            n = draw(st.integers(1, 10))
+            order = draw(st.sampled_from([1, 1, 1, 2]))
+            n = max(order, n - n % order)
+            lo = n if draw(st.booleans()) else order
+            batch.append(("submit", f"r{k}.{j}", draw(st.sampled_from(sorted(cons))), n, lo, (), order))
+        for _ in range(draw(st.integers(0, 2))):
+            batch.append(("end", draw(st.integers(0, 1000))))
+        script.append((draw(st.sampled_from([0.0, 1.0, 1.0, 3.0])), batch))
+    return plan, script
+
+
+@settings(max_examples=400, deadline=None)
+@given(plain_cases())
+def test_cycles_cut_short_decide_the_same(case):
+    """A cycle whose phases after the views are certain to decide nothing ends there
+    (Cycle._nothing_to_decide, with skip_quiet): every decision and book after every
+    cycle is that of the plain engine."""
+    plan, script = case
+    _both_ways(plan, script)
+
+
+def test_a_wide_job_waiting_behind_running_work_cuts_cycles_short():
+    # /a runs most of the cluster; /b's rigid 8-slot job cannot start while /a holds
+    # it (no reclaim for fairness). Ends of /a's other jobs free too little for it:
+    # those cycles are cut short after the views, and b1 starts once enough is free
+    plan = make_plan({"/a": {"share_ratio": 1}, "/b": {"share_ratio": 1}}, hosts=2, slots=6,
+                     policy=Policy(share_pool_reclaim=False))
+    script = [(0.0, [("submit", "a1", "/a", 6, 6), ("submit", "a2", "/a", 2, 2), ("submit", "a3", "/a", 2, 2)]),
+              (1.0, [("submit", "b1", "/b", 8, 8)])]
+    # a2 ends, then a3 (the second of the running jobs in id order each time), then a1
+    script += [(1.0, [("end", 1)]), (1.0, [("end", 1)]), (1.0, [("end", 0)]), (1.0, [])]
+    quiet, e = _both_ways(plan, script)
+    assert e.cut_short == 3  # b1 arriving, then a2's and a3's ends
+    granted = [[g.request for g in step[0]] for step in quiet[::2]]
+    assert granted[-2] == ["b1", "b1"]  # its share, then the surplus, once a1 ended

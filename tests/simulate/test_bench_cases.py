@@ -16,3 +16,5 @@ def test_curie_replays_only_the_first_jobs_asked_for():
     assert out["consumers"] >= 300  # the mapping is still made from the whole trace
     assert out["events"] >= out["arrived"]
     assert out["cycles_not_run"] is not None and out["cycles_not_run"] <= out["cycles"]
+    # Curie's plan is the plainest kind: cycles certain to decide nothing end early
+    assert 0 < out["cycles_cut_short"] <= out["cycles"] - out["cycles_not_run"]

@@ -67,12 +67,13 @@ def _timed_cycles(counter: dict[str, float]):
 def _figures(res: dict[str, Any], counter: dict[str, Any]) -> dict[str, Any]:
     r = counter.get("replay")
     events = 0
-    skipped = None
+    skipped = cut = None
     if r is not None:
         events = r.arrived + r.finished + res.get("evictions", 0)
         skipped = getattr(r.engine, "skipped", None)
+        cut = getattr(r.engine, "cut_short", None)
     return {"jobs": res["jobs"], "arrived": res.get("arrived"), "cycles": res["cycles"], "events": events,
-            "cycles_not_run": skipped,
+            "cycles_not_run": skipped, "cycles_cut_short": cut,
             "makespan_s": res["makespan"], "utilisation": res["utilisation"], "jain": res["fairness"]["jain"],
             "reclaims": res["reclaims"], "evictions": res["evictions"], "replay_wall_s": res["wall_seconds"],
             "replay_cpu_s": res["cpu_seconds"], "cycles_s": counter["s"],

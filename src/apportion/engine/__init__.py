@@ -50,8 +50,9 @@ class Engine:
 
     ``skip_quiet``: a cycle is not run when it is certain to decide nothing: the last
     one decided nothing and only new requests came since, none of which that cycle
-    could have served or that changes anyone's share (``cycle.QuietRecord``). The
-    decisions are the same either way; for callers that change the state only
+    could have served or that changes anyone's share (``cycle.QuietRecord``); and a
+    cycle ends after its views when the rest is certain to decide nothing
+    (``Cycle._nothing_to_decide``). The decisions are the same either way; for callers that change the state only
     through this class (the simulator), not the live master (it fences slots on the
     state itself)."""
 
@@ -65,6 +66,7 @@ class Engine:
         self.skip_quiet = skip_quiet
         self._quiet: QuietRecord | None = None
         self.skipped = 0  # cycles not run (skip_quiet)
+        self.cut_short = 0  # cycles ended after the views: nothing left to decide (skip_quiet)
 
     @classmethod
     def over(cls, state: ClusterState) -> Engine:
@@ -193,11 +195,13 @@ class Engine:
             gc.disable()
         try:
             c = Cycle(self.state, now)
+            c.settle_quiet = self.skip_quiet
             decisions = c.run()
         finally:
             if paused:
                 gc.enable()
         self._views = c.views
+        self.cut_short += c.cut_short
         self._quiet = QuietRecord.of(c, decisions) if self.skip_quiet else None
         return decisions
 

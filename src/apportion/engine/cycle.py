@@ -141,6 +141,10 @@ class Cycle:
         # (QuietRecord: a cycle with nothing but new requests of other leaves since)
         self.sensitive: set[str] = set()
         self.want0: frozenset[str] = frozenset()
+        # an engine that skips quiet cycles (the simulator) ends a cycle after the views
+        # when phases 2-8 are certain to decide nothing (_nothing_to_decide): cut_short
+        self.settle_quiet = False
+        self.cut_short = False
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
@@ -159,6 +163,9 @@ class Cycle:
                     self.want[leaf] = n
         self.want0 = frozenset(self.want)
         if self.want:
+            if self.settle_quiet and self._nothing_to_decide():
+                self.cut_short = True
+                return self.d
             self._serve_own()
             self._serve_pool()
             if self.policy.reclaim_before_borrow:
@@ -173,6 +180,78 @@ class Cycle:
             self._enforce_min()
         self._reclaim_overused_pools()
         return self.d
+
+    def _nothing_to_decide(self) -> bool:
+        """Whether phases 2 to 8 are certain to decide nothing, worked out from the views
+        with sums alone; only asked by an engine that skips quiet cycles (the simulator).
+
+        Only for the plainest plan, where each phase's outcome follows from numbers
+        (else False): one group; every leaf a child of the root, drawing from the
+        public pool alone; nothing owned, lent or capped by a max; no static quota;
+        nothing being reclaimed, lost, fenced or held exclusively; the pool not over
+        its size; its idle slots all on open hosts. Then, with ``first`` empty:
+
+        - phase 2, 4 and 5 have nothing to do (nothing owned or lent);
+        - phase 3 serves the leaves below their share with idle slots in plan order, each
+          its waiting requests in arrival order, ``min(room, idle, want, what the
+          request still lacks)`` slots to each (whole instances: only requests of one
+          slot an instance and no requirement come here, so every such slot can be
+          placed), until the leaf's room or the idle slots run out. A request that
+          would reach its ``min`` would be granted: False. Any other is held back,
+          and phase 8 gives it back;
+        - phase 6 (share_pool_reclaim) acts only for a leaf still below its share that
+          wants slots, and phase 7 only where idle slots are left and a leaf still
+          wants some: either gives False;
+        - the shrinking-pool pass acts only on a pool over its size.
+
+        Nothing else moves: no slot is placed for good, no leaf is found unplaceable,
+        and nothing the next cycle reads differs from a full run but allocation ids
+        (which a cycle not run leaves unused as well). What QuietRecord reads of the
+        cycle is what a full run leaves too: a request given all it still lacks
+        reaches its min, so when nothing is granted no leaf was given all it wanted
+        (``sensitive``, ``want > 0``) and no walk reached a leaf's last request."""
+        s = self.s
+        if len(self.views) != 1 or self.first or self.d.lost or self.d.removals or self.d.cancelled \
+                or self.d.retagged or s.reclaiming or s.in_use or s.fences or s.exclusive_hosts \
+                or s.lending or self.policy.base_quota:
+            return False
+        [(g, v)] = self.views.items()
+        gp = v.gp
+        if len(gp.parents) != 1 or gp.owners or gp.max_of or gp.owned_hosts or gp.lenders \
+                or s.groups[g].exclusive:
+            return False
+        size = v.pool_size.get(ROOT, 0)
+        used = s.pool_used[g].get(ROOT, 0)
+        idle = size - used
+        if used > size or idle > s.groups[g].open_free:
+            return False
+        quota = v.deserved_pool.get(ROOT, {})
+        usage, wanting, index = s.usage_in[g], s.wanting_of, gp.index
+        wants_after = False
+        for leaf in sorted(self.want, key=lambda x: index.get(x, 0)):
+            want = self.want[leaf]
+            if want <= 0:
+                continue
+            u = usage.get(leaf)
+            room = quota.get(leaf, 0) - (u.pools.get(ROOT, 0) if u is not None else 0)
+            if room > 0 and idle > 0:
+                for rs in wanting.get(leaf, {}).values():  # arrival order
+                    req = rs.spec
+                    if req.order != 1 or req.requirement is not None or req.exclusive or g not in rs.groups:
+                        return False
+                    n = min(room, idle, want, rs.max - rs.held)
+                    if rs.held + n >= rs.min:
+                        return False  # granted
+                    room -= n
+                    idle -= n
+                    want -= n
+                    if room <= 0 or idle <= 0:
+                        break
+            if want > 0:
+                if room > 0 and self.policy.share_pool_reclaim:
+                    return False  # still short: phase 6 may reclaim for it
+                wants_after = True
+        return not (wants_after and idle > 0)  # else phase 7 may give it idle slots
 
     # -- 0. forced removals ------------------------------------------------
     def _expire(self) -> None:
@@ -857,8 +936,9 @@ class Cycle:
             self.want[leaf] = want = want - placed
         if placed < wanted:
             self._note_stuck(leaf, g)
-        # and on with _serve's walk
-        if want <= 0 or not room(leaf, g, v):
+        # and on with _serve's walk; room(leaf, g, v) now: the pool's idle slots and the
+        # leaf's room there less what was just placed (nothing else moved them)
+        if want <= 0 or idle <= placed or r <= placed:
             return True
         self._walk(leaf, 1 if rs.held < rs.max else 0, {g}, room, serve)
         return True

@@ -221,6 +221,7 @@ class ClusterState:
         self.changed: set[int] | None = None
         # (request, host) -> slots its running processes use there
         self.in_use: dict[tuple[str, str], int] = {}
+        self.exclusive_hosts: set[str] = set()  # hosts a request holds exclusively (HostLedger.exclusive_for)
         # (request, host) -> slots that left the request while its processes still use
         # them: not free until the processes are gone (a slot is never used twice)
         self.fences: dict[tuple[str, str], int] = {}
@@ -482,6 +483,7 @@ class ClusterState:
         h = self.take_on_host(host, leaf, slots)
         if spec.exclusive:
             h.exclusive_for = spec.id
+            self.exclusive_hosts.add(host)
         if source[0] == "p":  # a share pool's: the common case, counted here
             self._pool_counts(leaf, group, source, slots)
             skey = (leaf, group, source)
@@ -594,6 +596,7 @@ class ClusterState:
             del h.users[a.consumer]
         if h.exclusive_for == a.request and not any(x.request == a.request for x in self.by_host[a.host].values()):
             h.exclusive_for = None
+            self.exclusive_hosts.discard(a.host)
         if h.state is not HostState.DOWN:
             fence = self._fence_on_remove(a) if self.in_use else 0
             change_free(h, a.slots - fence)
