@@ -215,7 +215,7 @@ def test_a_backlog_of_wide_rigid_jobs_is_held_back_by_the_short_path(monkeypatch
 
 @st.composite
 def plain_cases(draw):
-    """The plainest plans (Cycle._nothing_to_decide): leaves under the root sharing one
+    """The plainest plans (Cycle._plain_phase3): leaves under the root sharing one
     group by ratio; rigid and elastic requests of one slot an instance, now and then
     of two; work that ends; reclaims with and without grace."""
     cons = {f"/l{i}": {"share_ratio": draw(st.integers(0, 3)), "grace": draw(st.sampled_from([0.0, 2.0]))}
@@ -242,7 +242,7 @@ def plain_cases(draw):
 @given(plain_cases())
 def test_cycles_cut_short_decide_the_same(case):
     """A cycle whose phases after the views are certain to decide nothing ends there
-    (Cycle._nothing_to_decide, with skip_quiet): every decision and book after every
+    (Cycle._plain_phase3, with skip_quiet): every decision and book after every
     cycle is that of the plain engine."""
     plan, script = case
     _both_ways(plan, script)
@@ -250,8 +250,9 @@ def test_cycles_cut_short_decide_the_same(case):
 
 def test_a_wide_job_waiting_behind_running_work_cuts_cycles_short():
     # /a runs most of the cluster; /b's rigid 8-slot job cannot start while /a holds
-    # it (no reclaim for fairness). Ends of /a's other jobs free too little for it:
-    # those cycles are cut short after the views, and b1 starts once enough is free
+    # it (no reclaim for fairness). Ends of /a's smaller jobs free too little for it;
+    # a1's end frees enough. Each cycle's phase 3 is worked out with sums and the
+    # rest is not run (Cycle._plain_phase3), and the decisions are the plain engine's
     plan = make_plan({"/a": {"share_ratio": 1}, "/b": {"share_ratio": 1}}, hosts=2, slots=6,
                      policy=Policy(share_pool_reclaim=False))
     script = [(0.0, [("submit", "a1", "/a", 6, 6), ("submit", "a2", "/a", 2, 2), ("submit", "a3", "/a", 2, 2)]),
@@ -259,6 +260,10 @@ def test_a_wide_job_waiting_behind_running_work_cuts_cycles_short():
     # a2 ends, then a3 (the second of the running jobs in id order each time), then a1
     script += [(1.0, [("end", 1)]), (1.0, [("end", 1)]), (1.0, [("end", 0)]), (1.0, [])]
     quiet, e = _both_ways(plan, script)
-    assert e.cut_short == 3  # b1 arriving, then a2's and a3's ends
-    granted = [[g.request for g in step[0]] for step in quiet[::2]]
-    assert granted[-2] == ["b1", "b1"]  # its share, then the surplus, once a1 ended
+    # all but the last cycle, where nothing is wanted: /a's grants, b1 waiting (3), b1's
+    # start
+    assert e.cut_short == 5
+    granted = [[(g.request, g.host, g.slots) for g in step[0]] for step in quiet[::2]]
+    assert granted[0] == [("a1", "h1", 6), ("a2", "h2", 2), ("a3", "h2", 2)]
+    assert granted[1:4] == [[], [], []]
+    assert granted[4] == [("b1", "h1", 6), ("b1", "h2", 2)]  # both hosts free by then

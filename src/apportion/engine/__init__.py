@@ -50,9 +50,10 @@ class Engine:
 
     ``skip_quiet``: a cycle is not run when it is certain to decide nothing: the last
     one decided nothing and only new requests came since, none of which that cycle
-    could have served or that changes anyone's share (``cycle.QuietRecord``); and a
-    cycle ends after its views when the rest is certain to decide nothing
-    (``Cycle._nothing_to_decide``). The decisions are the same either way; for callers that change the state only
+    could have served or that changes anyone's share (``cycle.QuietRecord``); and,
+    for the plainest plans, a cycle's phase 3 is worked out with sums and the rest
+    not run when they are certain to do nothing (``Cycle._plain_phase3``). The
+    decisions are the same either way; for callers that change the state only
     through this class (the simulator), not the live master (it fences slots on the
     state itself)."""
 

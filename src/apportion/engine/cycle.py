@@ -141,8 +141,9 @@ class Cycle:
         # (QuietRecord: a cycle with nothing but new requests of other leaves since)
         self.sensitive: set[str] = set()
         self.want0: frozenset[str] = frozenset()
-        # an engine that skips quiet cycles (the simulator) ends a cycle after the views
-        # when phases 2-8 are certain to decide nothing (_nothing_to_decide): cut_short
+        # an engine that skips quiet cycles (the simulator) ends a cycle after phase 3
+        # when the others are certain to do nothing, and works that phase out with sums
+        # (_plain_phase3): cut_short
         self.settle_quiet = False
         self.cut_short = False
 
@@ -163,7 +164,9 @@ class Cycle:
                     self.want[leaf] = n
         self.want0 = frozenset(self.want)
         if self.want:
-            if self.settle_quiet and self._nothing_to_decide():
+            steps = self._plain_phase3() if self.settle_quiet else None
+            if steps is not None:
+                self._apply_plain(steps)
                 self.cut_short = True
                 return self.d
             self._serve_own()
@@ -181,53 +184,56 @@ class Cycle:
         self._reclaim_overused_pools()
         return self.d
 
-    def _nothing_to_decide(self) -> bool:
-        """Whether phases 2 to 8 are certain to decide nothing, worked out from the views
-        with sums alone; only asked by an engine that skips quiet cycles (the simulator).
+    def _plain_phase3(self) -> list[tuple[str, RequestState, int, bool]] | None:
+        """What phase 3 does, worked out from the views with sums alone, when phases 2
+        and 4 to 8 are certain to do nothing else; None otherwise (the phases then run
+        as usual). Only asked by an engine that skips quiet cycles (the simulator).
 
-        Only for the plainest plan, where each phase's outcome follows from numbers
-        (else False): one group; every leaf a child of the root, drawing from the
-        public pool alone; nothing owned, lent or capped by a max; no static quota;
-        nothing being reclaimed, lost, fenced or held exclusively; the pool not over
-        its size; its idle slots all on open hosts. Then, with ``first`` empty:
+        Only for the plainest plan, where each phase's outcome follows from numbers:
+        one group; every leaf a child of the root, drawing from the public pool alone;
+        nothing owned, lent or capped by a max; no static quota; nothing being
+        reclaimed, lost, fenced or held exclusively; the pool not over its size; its
+        idle slots all on open hosts. Then, with ``first`` empty:
 
-        - phase 2, 4 and 5 have nothing to do (nothing owned or lent);
+        - phases 2, 4 and 5 have nothing to do (nothing owned or lent);
         - phase 3 serves the leaves below their share with idle slots in plan order, each
           its waiting requests in arrival order, ``min(room, idle, want, what the
-          request still lacks)`` slots to each (whole instances: only requests of one
-          slot an instance and no requirement come here, so every such slot can be
-          placed), until the leaf's room or the idle slots run out. A request that
-          would reach its ``min`` would be granted: False. Any other is held back,
-          and phase 8 gives it back;
+          request still lacks)`` slots to each (only requests of one slot an instance
+          and no requirement come here, so every such slot can be placed), until the
+          leaf wants nothing more or its room or the idle slots run out. A request that
+          reaches its ``min`` is granted; any other is held back, and phase 8 gives it
+          back. These are the steps returned: (leaf, request, slots, granted);
         - phase 6 (share_pool_reclaim) acts only for a leaf still below its share that
           wants slots, and phase 7 only where idle slots are left and a leaf still
-          wants some: either gives False;
+          wants some: either gives None;
+        - phase 8 takes back only what did not reach a min: the slots held back;
         - the shrinking-pool pass acts only on a pool over its size.
 
-        Nothing else moves: no slot is placed for good, no leaf is found unplaceable,
-        and nothing the next cycle reads differs from a full run but allocation ids
-        (which a cycle not run leaves unused as well). What QuietRecord reads of the
-        cycle is what a full run leaves too: a request given all it still lacks
-        reaches its min, so when nothing is granted no leaf was given all it wanted
-        (``sensitive``, ``want > 0``) and no walk reached a leaf's last request."""
+        Nothing else moves: no leaf is found unplaceable, and what the next cycle reads
+        is what a full run leaves but allocation ids (slots held back use none up here).
+        When nothing is granted, what QuietRecord reads of the cycle is that of a full
+        run too: a request given all it still lacks reaches its min, so no leaf was
+        given all it wanted (``sensitive``, ``want > 0``) and no walk reached a leaf's
+        last request."""
         s = self.s
         if len(self.views) != 1 or self.first or self.d.lost or self.d.removals or self.d.cancelled \
                 or self.d.retagged or s.reclaiming or s.in_use or s.fences or s.exclusive_hosts \
                 or s.lending or self.policy.base_quota:
-            return False
+            return None
         [(g, v)] = self.views.items()
         gp = v.gp
         if len(gp.parents) != 1 or gp.owners or gp.max_of or gp.owned_hosts or gp.lenders \
                 or s.groups[g].exclusive:
-            return False
+            return None
         size = v.pool_size.get(ROOT, 0)
         used = s.pool_used[g].get(ROOT, 0)
         idle = size - used
         if used > size or idle > s.groups[g].open_free:
-            return False
+            return None
         quota = v.deserved_pool.get(ROOT, {})
         usage, wanting, index = s.usage_in[g], s.wanting_of, gp.index
         wants_after = False
+        steps: list[tuple[str, RequestState, int, bool]] = []
         for leaf in sorted(self.want, key=lambda x: index.get(x, 0)):
             want = self.want[leaf]
             if want <= 0:
@@ -235,23 +241,48 @@ class Cycle:
             u = usage.get(leaf)
             room = quota.get(leaf, 0) - (u.pools.get(ROOT, 0) if u is not None else 0)
             if room > 0 and idle > 0:
-                for rs in wanting.get(leaf, {}).values():  # arrival order
+                book = wanting.get(leaf, {})
+                for key in book:  # arrival order; nothing changes here, so the book stands
+                    rs = book[key]
                     req = rs.spec
                     if req.order != 1 or req.requirement is not None or req.exclusive or g not in rs.groups:
-                        return False
+                        return None
                     n = min(room, idle, want, rs.max - rs.held)
-                    if rs.held + n >= rs.min:
-                        return False  # granted
+                    steps.append((leaf, rs, n, rs.held + n >= rs.min))
                     room -= n
                     idle -= n
                     want -= n
-                    if room <= 0 or idle <= 0:
+                    if want <= 0 or room <= 0 or idle <= 0:
                         break
             if want > 0:
                 if room > 0 and self.policy.share_pool_reclaim:
-                    return False  # still short: phase 6 may reclaim for it
+                    return None  # still short: phase 6 may reclaim for it
                 wants_after = True
-        return not (wants_after and idle > 0)  # else phase 7 may give it idle slots
+        if wants_after and idle > 0:
+            return None  # phase 7 may give it idle slots
+        return steps
+
+    def _apply_plain(self, steps: list[tuple[str, RequestState, int, bool]]) -> None:
+        """Phase 3's grants as ``_plain_phase3`` found them, each placed where ``_give``
+        would place it: after the slots held back before it in serving order took
+        theirs on the hosts (those are given back at the end, as phase 8 does)."""
+        last = max((i for i, step in enumerate(steps) if step[3]), default=-1)
+        if last < 0:
+            return
+        s = self.s
+        [g] = self.views
+        group, src = s.groups[g], pool_source(ROOT)
+        taken: list[tuple[str, str, int]] = []
+        for leaf, rs, n, granted in steps[:last + 1]:
+            picks = choose_hosts(s.hosts, group, rs.spec, leaf, n)
+            if granted:
+                self.want[leaf] -= self._place(rs, g, picks, src)
+            else:
+                for host, k in picks:
+                    s.take_on_host(host, leaf, k)
+                    taken.append((host, leaf, k))
+        for host, leaf, k in taken:
+            s.give_on_host(host, leaf, k)
 
     # -- 0. forced removals ------------------------------------------------
     def _expire(self) -> None:
