@@ -272,12 +272,13 @@ class Cycle:
         s = self.s
         [g] = self.views
         group, src = s.groups[g], pool_source(ROOT)
+        one_host = len(group.hosts) == 1  # where slots held back go cannot move a grant
         taken: list[tuple[str, str, int]] = []
         for leaf, rs, n, granted in steps[:last + 1]:
-            picks = choose_hosts(s.hosts, group, rs.spec, leaf, n)
             if granted:
-                self.want[leaf] -= self._place(rs, g, picks, src)
-            else:
+                self.want[leaf] -= self._place(rs, g, choose_hosts(s.hosts, group, rs.spec, leaf, n), src)
+            elif not one_host:
+                picks = choose_hosts(s.hosts, group, rs.spec, leaf, n)
                 for host, k in picks:
                     s.take_on_host(host, leaf, k)
                     taken.append((host, leaf, k))
