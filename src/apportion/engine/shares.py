@@ -301,29 +301,36 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
     still filling when the water-fill stops (at most one band stops part-way: the
     bands after it get nothing)."""
     ratio, index = tree.ratio, tree.index
-    bands = tree.bands(top)
     need = {leaf: n for leaf, n in leaf_need.items() if n > 0 and ratio[leaf] > 0}
     if dynamic and sum(need.values()) <= size:
         return dict(need), dict(need)
+    # each band's leaves in need, in band order: the leaves come in plan order (a pool's
+    # leaves below it), as the bands hold them; only those in need are walked
+    band_of, weights = tree.band_info(top)
+    in_band: list[list[str]] = [[] for _ in weights]
+    for leaf in need:
+        b = band_of.get(leaf)
+        if b is not None:
+            in_band[b].append(leaf)
+    planned_band = bool(weights) and not (parent_mode and dynamic)
     # scaled by the planned band's weight: a planned share size * ratio / weight is whole
-    scale = sum(ratio[c] for c in bands[0]) if bands and not (parent_mode and dynamic) else 1
+    scale = weights[0] if planned_band else 1
     taken: dict[str, int] = {}  # what each leaf has so far, times ``scale``
-    if not (parent_mode and dynamic) and bands:
-        for leaf in bands[0]:
-            n = need.get(leaf)
-            if n:
-                p = size * ratio[leaf]
-                taken[leaf] = p if p < n * scale else n * scale
+    if planned_band:
+        for leaf in in_band[0]:
+            n = need[leaf]
+            p = size * ratio[leaf]
+            taken[leaf] = p if p < n * scale else n * scale
     live: list[str] = []
     live_w = 1
     left = 0
     if dynamic:
         left = size * scale - sum(taken.values())
-        for band in bands:
+        for band in in_band:
             if left <= 0:
                 break
-            cap = {c: need[c] * scale - taken.get(c, 0) for c in band if c in need}
-            members = [c for c in band if cap.get(c, 0) > 0]
+            cap = {c: need[c] * scale - taken.get(c, 0) for c in band}
+            members = [c for c in band if cap[c] > 0]
             if not members:
                 continue
             total_w = sum(ratio[c] for c in members)

@@ -23,7 +23,7 @@ class ShareTree:
     """
 
     __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast", "_part", "zero",
-                 "_flat")
+                 "_flat", "_band_info")
 
     def __init__(
         self,
@@ -43,6 +43,7 @@ class ShareTree:
         self._part: dict[str, dict[str, bool]] = {}  # top -> leaf -> takes part in its divisions
         self.zero = any(r <= 0 for r in ratio.values())  # some node has ratio 0: not every leaf takes part
         self._flat: dict[str, bool] = {}
+        self._band_info: dict[str, tuple[dict[str, int], list[int]]] = {}
 
     def flat(self, node: str) -> bool:
         """Whether every child of ``node`` is a leaf (a division below it is one level)."""
@@ -60,6 +61,16 @@ class ShareTree:
                 if self.ratio[child] > 0:
                     by_band.setdefault(self.band[child], []).append(child)
             got = self._bands[node] = [by_band[k] for k in sorted(by_band)]
+        return got
+
+    def band_info(self, node: str) -> tuple[dict[str, int], list[int]]:
+        """``bands(node)`` the other way round: each child's band number, and each
+        band's weight (the sum of its ratios)."""
+        got = self._band_info.get(node)
+        if got is None:
+            bands = self.bands(node)
+            got = self._band_info[node] = ({c: b for b, band in enumerate(bands) for c in band},
+                                           [sum(self.ratio[c] for c in band) for band in bands])
         return got
 
     def takes_part(self, top: str, leaf: str) -> bool:
