@@ -202,7 +202,9 @@ class Cycle:
           and no requirement come here, so every such slot can be placed), until the
           leaf wants nothing more or its room or the idle slots run out. A request that
           reaches its ``min`` is granted; any other is held back, and phase 8 gives it
-          back. These are the steps returned: (leaf, request, slots, granted);
+          back. These are the steps returned: (leaf, request, slots, granted), holds
+          only where the group has more than one host (on one, where they go cannot
+          move a grant, and the host has room for every grant);
         - phase 6 (share_pool_reclaim) acts only for a leaf still below its share that
           wants slots, and phase 7 only where idle slots are left and a leaf still
           wants some: either gives None;
@@ -231,11 +233,14 @@ class Cycle:
         if used > size or idle > s.groups[g].open_free:
             return None
         quota = v.deserved_pool.get(ROOT, {})
-        usage, wanting, index = s.usage_in[g], s.wanting_of, gp.index
-        wants_after = False
+        usage, wanting, wants = s.usage_in[g], s.wanting_of, self.want
+        # where slots held back go cannot move a grant on a group of one host: only
+        # grants are kept then (_apply_plain)
+        holds_matter = len(s.groups[g].hosts) > 1
+        wants_after = len(wants) > len(gp.leaves)  # a leaf outside the group wants slots
         steps: list[tuple[str, RequestState, int, bool]] = []
-        for leaf in sorted(self.want, key=lambda x: index.get(x, 0)):
-            want = self.want[leaf]
+        for leaf in gp.leaves:  # plan order: the serving order, as nobody is served first
+            want = wants.get(leaf, 0)
             if want <= 0:
                 continue
             u = usage.get(leaf)
@@ -248,7 +253,10 @@ class Cycle:
                     if req.order != 1 or req.requirement is not None or req.exclusive or g not in rs.groups:
                         return None
                     n = min(room, idle, want, rs.max - rs.held)
-                    steps.append((leaf, rs, n, rs.held + n >= rs.min))
+                    if rs.held + n >= rs.min:
+                        steps.append((leaf, rs, n, True))
+                    elif holds_matter:
+                        steps.append((leaf, rs, n, False))
                     room -= n
                     idle -= n
                     want -= n
@@ -272,12 +280,11 @@ class Cycle:
         s = self.s
         [g] = self.views
         group, src = s.groups[g], pool_source(ROOT)
-        one_host = len(group.hosts) == 1  # where slots held back go cannot move a grant
         taken: list[tuple[str, str, int]] = []
         for leaf, rs, n, granted in steps[:last + 1]:
             if granted:
                 self.want[leaf] -= self._place(rs, g, choose_hosts(s.hosts, group, rs.spec, leaf, n), src)
-            elif not one_host:
+            else:
                 picks = choose_hosts(s.hosts, group, rs.spec, leaf, n)
                 for host, k in picks:
                     s.take_on_host(host, leaf, k)

@@ -301,26 +301,29 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
     still filling when the water-fill stops (at most one band stops part-way: the
     bands after it get nothing)."""
     ratio, index = tree.ratio, tree.index
-    need = {leaf: n for leaf, n in leaf_need.items() if n > 0 and ratio[leaf] > 0}
-    if dynamic and sum(need.values()) <= size:
-        return dict(need), dict(need)
-    # each band's leaves in need, in band order: the leaves come in plan order (a pool's
-    # leaves below it), as the bands hold them; only those in need are walked
     band_of, weights = tree.band_info(top)
-    in_band: list[list[str]] = [[] for _ in weights]
-    for leaf in need:
-        b = band_of.get(leaf)
-        if b is not None:
-            in_band[b].append(leaf)
     planned_band = bool(weights) and not (parent_mode and dynamic)
     # scaled by the planned band's weight: a planned share size * ratio / weight is whole
     scale = weights[0] if planned_band else 1
+    # one walk over the leaves in need: each band's in band order (the leaves come in
+    # plan order, a pool's leaves below it, as the bands hold them), and the planned
+    # band's planned shares as far as needed
+    need: dict[str, int] = {}
+    in_band: list[list[str]] = [[] for _ in weights]
     taken: dict[str, int] = {}  # what each leaf has so far, times ``scale``
-    if planned_band:
-        for leaf in in_band[0]:
-            n = need[leaf]
-            p = size * ratio[leaf]
-            taken[leaf] = p if p < n * scale else n * scale
+    total_need = 0
+    for leaf, n in leaf_need.items():
+        if n > 0 and ratio[leaf] > 0:
+            need[leaf] = n
+            total_need += n
+            b = band_of.get(leaf)
+            if b is not None:
+                in_band[b].append(leaf)
+                if b == 0 and planned_band:
+                    p, whole = size * ratio[leaf], n * scale
+                    taken[leaf] = p if p < whole else whole
+    if dynamic and total_need <= size:
+        return dict(need), dict(need)
     live: list[str] = []
     live_w = 1
     left = 0
@@ -329,11 +332,17 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
         for band in in_band:
             if left <= 0:
                 break
-            cap = {c: need[c] * scale - taken.get(c, 0) for c in band}
-            members = [c for c in band if cap[c] > 0]
+            cap: dict[str, int] = {}
+            members: list[str] = []
+            total_w = 0
+            for c in band:
+                x = need[c] * scale - taken.get(c, 0)
+                if x > 0:
+                    cap[c] = x
+                    members.append(c)
+                    total_w += ratio[c]
             if not members:
                 continue
-            total_w = sum(ratio[c] for c in members)
             while True:  # _weighted_fill: those whose cap lies under the level are filled
                 full = [m for m in members if cap[m] * total_w <= left * ratio[m]]
                 if not full:
@@ -342,23 +351,35 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
                     taken[m] = taken.get(m, 0) + cap[m]
                     left -= cap[m]
                     total_w -= ratio[m]
-                members = [m for m in members if m not in full] if len(full) < len(members) else []
-                if not members:
+                if len(full) == len(members):
+                    members = []
                     break
+                done = set(full)
+                members = [m for m in members if m not in done]
             if members:  # the rest share what is left by weight: nothing for later bands
                 live, live_w = members, total_w
                 break
     # every share as a numerator over one denominator
     den = scale * live_w
-    num = {leaf: t * live_w for leaf, t in taken.items()}
-    for m in live:
-        num[m] = num.get(m, 0) + left * ratio[m]
-    num = {leaf: x for leaf, x in num.items() if x > 0}
-    total = sum(num.values()) // den
-    out = {leaf: x // den for leaf, x in num.items()}
-    spare = total - sum(out.values())
+    if live:
+        num = {leaf: t * live_w for leaf, t in taken.items()}
+        for m in live:
+            num[m] = num.get(m, 0) + left * ratio[m]
+    else:
+        num = taken  # live_w is 1
+    kept: dict[str, int] = {}
+    out: dict[str, int] = {}
+    total = whole_total = 0
+    for leaf, x in num.items():
+        if x > 0:
+            kept[leaf] = x
+            q = x // den
+            out[leaf] = q
+            total += x
+            whole_total += q
+    spare = total // den - whole_total
     if spare > 0:
-        order = sorted((-(x % den), index[leaf], leaf) for leaf, x in num.items())
+        order = sorted((-(x % den), index[leaf], leaf) for leaf, x in kept.items())
         for _, _, leaf in order[:spare]:
             out[leaf] += 1
-    return out, ExactShares(num, den)
+    return out, ExactShares(kept, den)
