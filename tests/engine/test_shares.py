@@ -3,12 +3,10 @@ last cycle's division of a pool."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from apportion.engine import shares
-from apportion.engine.shares import FLAT_ARRAYS_MIN, ShareTree, divide_pool
+from apportion.engine.shares import ShareTree, divide_pool
 
 
 def tree_of(ratios: dict[str, int], prios: dict[str, int | None] | None = None) -> ShareTree:
@@ -94,37 +92,3 @@ def test_a_flat_division_of_many_leaves_breaks_ties_by_plan_order():
     t = tree_of({f"/x{i}": 1 for i in range(7)})
     got, _ = divide_pool(t, "/", 100, {f"/x{i}": 50 for i in range(7)}, False, True)
     assert got == {"/x0": 15, "/x1": 15, **{f"/x{i}": 14 for i in range(2, 7)}}
-
-
-@st.composite
-def wide_flat_divisions(draw):
-    """One band of many leaves (shares._flat_division_arrays): ratios, needs, a size."""
-    n = draw(st.integers(FLAT_ARRAYS_MIN, FLAT_ARRAYS_MIN + 40))
-    ratios = {f"/l{i}": draw(st.integers(0, 4)) for i in range(n)}
-    need = {p: draw(st.integers(0, 300)) for p in ratios if draw(st.integers(0, 3))}
-    return ratios, need, draw(st.integers(1, 6000)), draw(st.booleans()), draw(st.booleans())
-
-
-@settings(max_examples=300, deadline=None)
-@given(wide_flat_divisions())
-def test_a_wide_flat_division_in_arrays_is_the_rationals_to_the_slot_and_keeps_the_order(case):
-    ratios, need, size, parent_mode, dynamic = case
-    t = tree_of(ratios)
-    got, exact = divide_pool(t, "/", size, need, parent_mode, dynamic)
-    want, want_exact = divide_pool(t, "/", size, need, parent_mode, dynamic, fast=False)
-    assert got == want
-    assert {k: v for k, v in exact.items() if v} == {k: v for k, v in want_exact.items() if v}
-    with pytest.MonkeyPatch.context() as m:  # the same division in Python's integers
-        m.setattr(shares, "FLAT_ARRAYS_MIN", 10**9)
-        py, py_exact = divide_pool(t, "/", size, need, parent_mode, dynamic)
-    assert list(got.items()) == list(py.items())
-    assert list(exact.items()) == list(py_exact.items())
-
-
-def test_a_wide_flat_division_too_large_for_arrays_is_done_in_python():
-    t = tree_of({f"/l{i}": 10**6 for i in range(FLAT_ARRAYS_MIN)})
-    need = {f"/l{i}": 10**9 for i in range(FLAT_ARRAYS_MIN)}
-    band_of, weights = t.band_info("/")
-    assert shares._flat_division_arrays(need, 10**9, True, t.ratio, t.index, band_of, weights[0]) is None
-    got, _ = divide_pool(t, "/", 10**9 + 5, need, False, True)
-    assert sum(got.values()) == 10**9 + 5 and max(got.values()) - min(got.values()) == 1

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-import numpy as np
-
 from apportion.engine import fastshares
 from apportion.engine.sharetree import Fraction, ShareTree
 
@@ -293,63 +291,6 @@ class ExactShares(Mapping[str, Fraction]):
         return len(self.num)
 
 
-FLAT_ARRAYS_MIN = 32  # leaves: below this, numpy's cost per call outweighs its speed
-
-
-def _flat_division_arrays(leaf_need: Mapping[str, int], size: int, dynamic: bool, ratio: Mapping[str, int],
-                          index: Mapping[str, int], band_of: Mapping[str, int],
-                          scale: int) -> tuple[dict[str, int], Mapping[str, Fraction]] | None:
-    """``_flat_division`` for one band of many leaves, planned shares first (leaf
-    mode, or static shares), in numpy's 64-bit integers: the same integers step by
-    step, so the same slots, and the dicts in the same order (the leaves in need,
-    in the order given). None where a leaf is not a child of the pool's node or
-    the numbers could outgrow 62 bits (the caller then works in Python's)."""
-    leaves = [leaf for leaf, n in leaf_need.items() if n > 0 and ratio[leaf] > 0]
-    if not leaves or any(leaf not in band_of for leaf in leaves):
-        return None
-    k = len(leaves)
-    need = np.fromiter((leaf_need[leaf] for leaf in leaves), np.int64, k)
-    if dynamic and int(need.sum()) <= size:
-        whole = {leaf: leaf_need[leaf] for leaf in leaves}
-        return whole, dict(whole)
-    # every number below is at most 2 * max(size, need) * scale * scale
-    if 2 * max(size, int(need.max())) * scale * scale >= 1 << 62:
-        return None
-    r = np.fromiter((ratio[leaf] for leaf in leaves), np.int64, k)
-    taken = np.minimum(size * r, need * scale)  # planned shares as far as needed, times scale
-    left = 0
-    live = None
-    live_w = 1
-    if dynamic:
-        left = size * scale - int(taken.sum())
-        if left > 0:
-            cap = need * scale - taken
-            members = cap > 0
-            total_w = int(r[members].sum())
-            while members.any():  # the weighted fill, as _flat_division's
-                full = members & (cap * total_w <= left * r)
-                if not full.any():
-                    live, live_w = members, total_w
-                    break
-                taken = taken + np.where(full, cap, 0)
-                left -= int(cap[full].sum())
-                total_w -= int(r[full].sum())
-                members = members & ~full
-    den = scale * live_w
-    num = taken * live_w
-    if live is not None:
-        num = num + np.where(live, left * r, 0)
-    kept = num > 0
-    whole = num // den
-    spare = int(num[kept].sum()) // den - int(whole[kept].sum())
-    if spare > 0:  # largest remainder first, ties to the earlier leaf in the plan
-        at = np.nonzero(kept)[0]
-        rank = np.fromiter((index[leaves[i]] for i in at.tolist()), np.int64, len(at))
-        whole[at[np.lexsort((rank, -(num[at] % den)))[:spare]]] += 1
-    names = [leaf for leaf, x in zip(leaves, kept.tolist()) if x]
-    return dict(zip(names, whole[kept].tolist())), ExactShares(dict(zip(names, num[kept].tolist())), int(den))
-
-
 def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, int], parent_mode: bool,
                    dynamic: bool) -> tuple[dict[str, int], dict[str, Fraction]]:
     """``divide_pool`` below a node whose children are all leaves, without caps: the
@@ -362,10 +303,6 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
     ratio, index = tree.ratio, tree.index
     band_of, weights = tree.band_info(top)
     planned_band = bool(weights) and not (parent_mode and dynamic)
-    if planned_band and len(weights) == 1 and len(leaf_need) >= FLAT_ARRAYS_MIN:
-        got = _flat_division_arrays(leaf_need, size, dynamic, ratio, index, band_of, weights[0])
-        if got is not None:
-            return got
     # scaled by the planned band's weight: a planned share size * ratio / weight is whole
     scale = weights[0] if planned_band else 1
     # one walk over the leaves in need: each band's in band order (the leaves come in
