@@ -237,12 +237,14 @@ class Cycle:
         # where slots held back go cannot move a grant on a group of one host: only
         # grants are kept then (_apply_plain)
         holds_matter = len(s.groups[g].hosts) > 1
-        wants_after = len(wants) > len(gp.leaves)  # a leaf outside the group wants slots
+        wants_after = False
         steps: list[tuple[str, RequestState, int, bool]] = []
-        for leaf in gp.leaves:  # plan order: the serving order, as nobody is served first
-            want = wants.get(leaf, 0)
-            if want <= 0:
-                continue
+        # plan order: the serving order, as nobody is served first. A leaf outside the
+        # group can be given nothing by any phase (no quota, no pool of the group above
+        # it): it is left out
+        index = gp.index
+        for leaf in sorted([x for x in wants if x in index], key=index.__getitem__):
+            want = wants[leaf]
             u = usage.get(leaf)
             room = quota.get(leaf, 0) - (u.pools.get(ROOT, 0) if u is not None else 0)
             if room > 0 and idle > 0:

@@ -176,7 +176,7 @@ class ClusterState:
         self.pool_used: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
         # group -> consumer with a max -> slots held in its subtree there
         self.subtree_held: dict[str, dict[str, int]] = {g: {} for g in self.group_names}
-        self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots
+        self.unmet: dict[str, int] = {}  # leaf -> sum of its requests' unmet slots (none: not there)
         self.unmet_in: dict[str, dict[str, int]] = {g: {} for g in self.group_names}  # group -> leaf -> unmet slots of requests usable there
         self.incoming: dict[str, int] = {}  # leaf -> slots being reclaimed for it, all groups
         # beneficiaries whose unmet slots or pending reclaims changed since the last
@@ -358,7 +358,11 @@ class ClusterState:
         if not delta:
             return
         leaf = rs.spec.consumer
-        self.unmet[leaf] = self.unmet.get(leaf, 0) + delta
+        left = self.unmet.get(leaf, 0) + delta
+        if left:
+            self.unmet[leaf] = left
+        else:
+            del self.unmet[leaf]  # only leaves that want slots: every cycle walks them
         if mark:
             self.reclaim_dirty.add(leaf)
         unmet_in, touched = self.unmet_in, self.touched
