@@ -359,11 +359,17 @@ class Cycle:
             own = min(dem, v.owned.get(leaf, 0))
             own_part[leaf] = own
             remaining[leaf] = dem - own if st.share_ratio > 0 and dem > own else 0
-        v.demand = dict(demand)
-        v.own_part = dict(own_part)
+        # the books themselves, not copies (a copy of every leaf's, each cycle, is a
+        # large part of a cycle that changes little): the next view is the first to
+        # change them, and nothing reads this one after that (the engine and its quiet
+        # record have moved on to the next; QuietRecord._show_demand's writes are what
+        # the next view would work out anyway, for leaves it looks at again)
+        v.demand = demand
+        v.own_part = own_part
         # with capped parents, what each leaf deserves so far caps the next pools
         deserved = v._deserved = dict(own_part) if gp.capped_parents else None
-        remaining = dict(remaining)
+        if len(gp.pool_order) > 1:
+            remaining = dict(remaining)  # nearer pools take their part out of it below
         # deserved: owned (as far as demanded) plus each pool's share, nearest pool first
         parent_mode = self.policy.share_enforcement.value == "parent"
         dynamic = self.policy.adjust_share_to_workload
