@@ -369,17 +369,21 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
         num = taken  # live_w is 1
     kept: dict[str, int] = {}
     out: dict[str, int] = {}
-    total = whole_total = 0
+    parts: list[tuple[int, int, str]] = []  # the leaves with a fraction of a slot over
+    over = 0
     for leaf, x in num.items():
         if x > 0:
             kept[leaf] = x
-            q = x // den
+            q, r = divmod(x, den)
             out[leaf] = q
-            total += x
-            whole_total += q
-    spare = total // den - whole_total
+            if r:
+                over += r
+                parts.append((-r, index[leaf], leaf))
+    # the slots the fractions add up to go to the largest fractions, ties to the
+    # earlier leaf in the plan (fewer than there are fractions, so none to a whole one)
+    spare = over // den
     if spare > 0:
-        order = sorted((-(x % den), index[leaf], leaf) for leaf, x in kept.items())
-        for _, _, leaf in order[:spare]:
+        parts.sort()
+        for _, _, leaf in parts[:spare]:
             out[leaf] += 1
     return out, ExactShares(kept, den)
