@@ -254,7 +254,13 @@ class Cycle:
                     req = rs.spec
                     if req.order != 1 or req.requirement is not None or req.exclusive or g not in rs.groups:
                         return None
-                    n = min(room, idle, want, rs.max - rs.held)
+                    n = rs.max - rs.held  # min(room, idle, want, what it lacks), inline
+                    if room < n:
+                        n = room
+                    if idle < n:
+                        n = idle
+                    if want < n:
+                        n = want
                     if rs.held + n >= rs.min:
                         steps.append((leaf, rs, n, True))
                     elif holds_matter:

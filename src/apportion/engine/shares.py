@@ -177,11 +177,13 @@ def divide_pool(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str, in
         else:
             exact = {leaf: n for leaf, n in leaf_need.items() if n > 0}
         return dict(exact), exact
-    leaves = [leaf for leaf, n in leaf_need.items() if n > 0]
-    if size <= 0 or not leaves:
+    if size <= 0:
         return {}, {}
     if fast and cap is None and tree.flat(top):
         return _flat_division(tree, top, size, leaf_need, parent_mode, dynamic)
+    leaves = [leaf for leaf, n in leaf_need.items() if n > 0]
+    if not leaves:
+        return {}, {}
     if fast and dynamic and cap is None and len(leaves) >= fastshares.MIN_LEAVES:
         got = fastshares.divide(tree, top, size, leaf_need, parent_mode,
                                 _planned_memo(tree, top, size) if not parent_mode else {})
@@ -322,7 +324,7 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
                 if b == 0 and planned_band:
                     p, whole = size * ratio[leaf], n * scale
                     taken[leaf] = p if p < whole else whole
-    if dynamic and total_need <= size:
+    if not need or (dynamic and total_need <= size):
         return dict(need), dict(need)
     live: list[str] = []
     live_w = 1
