@@ -314,16 +314,34 @@ def _flat_division(tree: ShareTree, top: str, size: int, leaf_need: Mapping[str,
     in_band: list[list[str]] = [[] for _ in weights]
     taken: dict[str, int] = {}  # what each leaf has so far, times ``scale``
     total_need = 0
-    for leaf, n in leaf_need.items():
-        if n > 0 and ratio[leaf] > 0:
-            need[leaf] = n
-            total_need += n
-            b = band_of.get(leaf)
-            if b is not None:
-                in_band[b].append(leaf)
-                if b == 0 and planned_band:
-                    p, whole = size * ratio[leaf], n * scale
+    if planned_band:
+        # the planned band's leaves, by their planned share (times ``scale``): one look
+        # each for the common case
+        planned_at = tree.planned_scaled(top, size)
+        first = in_band[0]
+        for leaf, n in leaf_need.items():
+            if n > 0:
+                p = planned_at.get(leaf)
+                if p is not None:
+                    need[leaf] = n
+                    total_need += n
+                    first.append(leaf)
+                    whole = n * scale
                     taken[leaf] = p if p < whole else whole
+                elif ratio[leaf] > 0:
+                    need[leaf] = n
+                    total_need += n
+                    b = band_of.get(leaf)
+                    if b is not None:
+                        in_band[b].append(leaf)
+    else:
+        for leaf, n in leaf_need.items():
+            if n > 0 and ratio[leaf] > 0:
+                need[leaf] = n
+                total_need += n
+                b = band_of.get(leaf)
+                if b is not None:
+                    in_band[b].append(leaf)
     if not need or (dynamic and total_need <= size):
         return dict(need), dict(need)
     live: list[str] = []

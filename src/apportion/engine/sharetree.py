@@ -23,7 +23,7 @@ class ShareTree:
     """
 
     __slots__ = ("children", "ratio", "band", "index", "parent", "_planned", "_bands", "fast", "_part", "zero",
-                 "_flat", "_band_info")
+                 "_flat", "_band_info", "_scaled")
 
     def __init__(
         self,
@@ -44,6 +44,7 @@ class ShareTree:
         self.zero = any(r <= 0 for r in ratio.values())  # some node has ratio 0: not every leaf takes part
         self._flat: dict[str, bool] = {}
         self._band_info: dict[str, tuple[dict[str, int], list[int]]] = {}
+        self._scaled: dict[tuple[str, int], dict[str, int]] = {}
 
     def flat(self, node: str) -> bool:
         """Whether every child of ``node`` is a leaf (a division below it is one level)."""
@@ -71,6 +72,19 @@ class ShareTree:
             bands = self.bands(node)
             got = self._band_info[node] = ({c: b for b, band in enumerate(bands) for c in band},
                                            [sum(self.ratio[c] for c in band) for band in bands])
+        return got
+
+    def planned_scaled(self, node: str, size: int) -> dict[str, int]:
+        """The first band's children below ``node`` -> ``size`` times its ratio: the
+        planned share of each out of ``size``, times the band's weight (a whole number)."""
+        key = (node, size)
+        got = self._scaled.get(key)
+        if got is None:
+            bands = self.bands(node)
+            got = {c: size * self.ratio[c] for c in bands[0]} if bands else {}
+            if len(self._scaled) > 64:
+                self._scaled.clear()  # sizes change with hosts: keep only recent ones
+            self._scaled[key] = got
         return got
 
     def takes_part(self, top: str, leaf: str) -> bool:
