@@ -90,18 +90,33 @@ def _describe(p: psutil.Process) -> str:
 
 
 def session_leftovers() -> list[psutil.Process]:
-    """Processes started by this session (its descendants) that still run; zombies are reaped."""
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() == psutil.STATUS_ZOMBIE:
-                if p.ppid() == os.getpid():
-                    os.waitpid(p.pid, os.WNOHANG)
+    """Processes started by this session (its descendants) that still run; zombies are reaped.
+
+    A process that exited since the tree was read may have forked first: its child came
+    to this process (a subreaper) after the read, so it is missing from that tree. Each
+    zombie found means the tree is read again (a daemonizing fork then exit, caught
+    between the two, once slipped past the guard under load)."""
+    seen: set[int] = set()  # processes found exited: the tree is read again for each new one
+    while True:
+        out = []
+        exited = False
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if p.status() == psutil.STATUS_ZOMBIE:
+                    exited = exited or p.pid not in seen
+                    seen.add(p.pid)
+                    if p.ppid() == os.getpid():
+                        os.waitpid(p.pid, os.WNOHANG)
+                    continue
+            except psutil.NoSuchProcess:
+                exited = exited or p.pid not in seen  # gone since the tree was read
+                seen.add(p.pid)
                 continue
-        except (psutil.Error, ChildProcessError):
-            continue
-        out.append(p)
-    return out
+            except (psutil.Error, ChildProcessError):
+                continue
+            out.append(p)
+        if not exited:
+            return out
 
 
 def _check_nothing_left_running() -> list[str]:

@@ -61,3 +61,33 @@ def test_a_clean_run_passes(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert "processes left running" not in result.stdout.str()
+
+
+def test_a_daemon_forked_as_the_tree_is_read_is_still_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race that once let a daemon slip past the guard under load: the tree is read
+    while the daemon's parent forks it and exits, so the first read holds the parent
+    (a zombie by the time it is looked at) and not yet the daemon."""
+    import os
+
+    import tests.conftest as guard
+
+    class Seen:
+        def __init__(self, pid: int, status: str, ppid: int) -> None:
+            self.pid, self._status, self._ppid = pid, status, ppid
+
+        def status(self) -> str:
+            return self._status
+
+        def ppid(self) -> int:
+            return self._ppid
+
+    parent = Seen(4_000_001, psutil.STATUS_ZOMBIE, 1)  # not this process's child: not reaped here
+    daemon = Seen(4_000_002, psutil.STATUS_SLEEPING, os.getpid())
+    reads = iter([[parent], [parent, daemon], [parent, daemon]])
+
+    class Me:
+        def children(self, recursive: bool) -> list[Seen]:
+            return next(reads)
+
+    monkeypatch.setattr(guard.psutil, "Process", lambda *a: Me())
+    assert guard.session_leftovers() == [daemon]
