@@ -67,7 +67,7 @@ class Engine:
         self.skip_quiet = skip_quiet
         self._quiet: QuietRecord | None = None
         self.skipped = 0  # cycles not run (skip_quiet)
-        self.cut_short = 0  # cycles ended after the views: nothing left to decide (skip_quiet)
+        self.cut_short = 0  # cycles ended after a phase 3 worked out with sums (skip_quiet)
 
     @classmethod
     def over(cls, state: ClusterState) -> Engine:

@@ -290,10 +290,10 @@ class Cycle:
         group, src = s.groups[g], pool_source(ROOT)
         taken: list[tuple[str, str, int]] = []
         for leaf, rs, n, granted in steps[:last + 1]:
+            picks = choose_hosts(s.hosts, group, rs.spec, leaf, n)
             if granted:
-                self.want[leaf] -= self._place(rs, g, choose_hosts(s.hosts, group, rs.spec, leaf, n), src)
+                self.want[leaf] -= self._place(rs, g, picks, src)
             else:
-                picks = choose_hosts(s.hosts, group, rs.spec, leaf, n)
                 for host, k in picks:
                     s.take_on_host(host, leaf, k)
                     taken.append((host, leaf, k))
@@ -592,8 +592,7 @@ class Cycle:
         hosts, group = s.hosts, s.groups[g]
         place = self._place
         if self.hold_back and self._hold_back_ok and source[0] == "p" and not req.exclusive \
-                and not s.in_use and (rs.held + wanted < rs.min
-                                      or rs.held + sum(s.groups[x].open_free for x in rs.groups) < rs.min):
+                and not s.in_use and self._stays_below_min(rs, wanted):
             # a request still below its min after this grant: unless a later one this
             # cycle takes it there, phase 8 takes back whatever it is given. What it is
             # given still counts until then (it keeps those slots from the leaves served
@@ -615,6 +614,12 @@ class Cycle:
         if placed < wanted:
             self._note_stuck(req.consumer, g)  # on the books, but no host may take it
         return placed
+
+    def _stays_below_min(self, rs: RequestState, wanted: int) -> bool:
+        """Whether ``rs`` stays below its min after ``wanted`` more slots, or could not
+        reach it even with every open slot of its groups: what it is given then is held
+        back (``_hold_back``)."""
+        return rs.held + wanted < rs.min or rs.held + sum(self.s.groups[x].open_free for x in rs.groups) < rs.min
 
     def _place(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
         if not picks:
@@ -979,7 +984,7 @@ class Cycle:
         if n <= 0 or inst <= 0:
             return False
         wanted = inst * req.order
-        if not (rs.held + wanted < rs.min or rs.held + sum(s.groups[x].open_free for x in rs.groups) < rs.min):
+        if not self._stays_below_min(rs, wanted):
             return False
         # _give, as the pool phase's serve calls it, with place = _hold_back
         if n >= want:
