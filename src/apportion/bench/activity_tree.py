@@ -4,7 +4,7 @@ that have left the leader's session and process group, all in one activity's con
 `tree_argv` is the command (the leader prints `ready N` once every process runs); `spawn_tree`
 starts it in a box of a containment and waits for that line; `time_kill` measures from the SIGKILL
 moment to the box being empty; `measure_stop` does it all `repeat` times for a containment level
-(issue 17's figure: 100 processes, 20 daemons, <= 0.5 s). Used by tests and by `apportion bench`.
+(the figure in docs/performance.md: 100 processes, 20 daemons, <= 0.5 s). Used by tests and by `apportion bench`.
 """
 
 from __future__ import annotations

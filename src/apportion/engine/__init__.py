@@ -58,7 +58,7 @@ class Engine:
     state itself)."""
 
     def __init__(self, plan: Plan, *, skip_quiet: bool = False) -> None:
-        self._start(ClusterState(prepared(plan)), skip_quiet)  # owned hosts worked out if not yet (seed 000)
+        self._start(ClusterState(prepared(plan)), skip_quiet)  # owned hosts worked out if not yet (EGO's ownership policy)
 
     def _start(self, state: ClusterState, skip_quiet: bool) -> None:
         """Every field of an engine, in one place for both ways of making one."""
@@ -151,7 +151,7 @@ class Engine:
         cannot hold at all is removed and returned: requests of consumers that are
         gone or no longer leaves, allocations in groups the consumer is no longer
         planned in, on hosts no longer in the plan or the group. Host states carry
-        over for hosts that remain. Owned hosts (seed 000) are worked out again from
+        over for hosts that remain. Owned hosts (EGO's ownership policy) are worked out again from
         those in force and the work running, moving only what the plan requires."""
         new = rebuild(self.state, plan)
         self.state = new.state
@@ -162,7 +162,7 @@ class Engine:
     def set_host_state(self, name: str, state: HostState) -> list[Removal]:
         """A host closes, opens, goes down (its allocations are lost) or comes back.
         Going down or coming back shrinks or grows its groups: owned hosts are worked
-        out again (seed 000, step 3; engine/ownership.py)."""
+        out again (EGO's ownership policy, step 3; engine/ownership.py)."""
         self._quiet = None
         was_down = self.state.hosts[name].state is HostState.DOWN
         lost = self.state.set_host_state(name, state)
@@ -178,7 +178,7 @@ class Engine:
             self._views = {}
 
     def redistribute_ownership(self) -> None:
-        """The periodic pass of seed 000's step 3: idle owned hosts are collected from
+        """The periodic pass of step 3 of EGO's ownership policy: idle owned hosts are collected from
         every consumer and handed out again by rank. No-op without owned hosts."""
         self._reown(grew=True)
 

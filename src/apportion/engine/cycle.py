@@ -1,8 +1,8 @@
-"""One scheduling cycle for slot plans (EGO, seeds 002-004).
+"""One scheduling cycle for slot plans (EGO's slot-plan documentation).
 
 The cycle reads the state, decides, and applies its own decisions to the state so
 that each phase sees what the previous one did. Order of the phases, which is the
-order in which a leaf with unmet demand is served (POLICY-NOTES section 4):
+order in which a leaf with unmet demand is served (apportion's reading, docs/policies.md section 16):
 
 0. removals: reclaims whose grace has run out are taken by force; reclaims whose
    beneficiary no longer wants the slots are called off;
@@ -769,7 +769,7 @@ class Cycle:
         return owned - (u.own + u.lent_total if u else 0)
 
     def _preferred_lent(self, leaf: str, g: str, v: GroupView) -> bool:
-        """reclaim_for_preference (seed 000): a leaf that states a preference for ``g``
+        """reclaim_for_preference (EGO's ownership policy): a leaf that states a preference for ``g``
         takes its lent slots back there before it uses idle owned slots elsewhere."""
         if not self.policy.reclaim_for_preference or v.settings[leaf].preference is None:
             return False
@@ -898,7 +898,7 @@ class Cycle:
         return False
 
     def _quota_passes(self) -> Iterator[Callable[[GroupView], dict[str, dict[str, int]]]]:
-        """base_quota (seed 003): the static quota in every group first, then the
+        """base_quota (EGO's static share quota documentation): the static quota in every group first, then the
         dynamic one; without it, the dynamic quota alone."""
         if self.policy.base_quota:
             yield lambda v: v.static_pool
@@ -1022,7 +1022,7 @@ class Cycle:
                           for p in self.s.ancestors[x] + (ROOT,)}
 
         def borrower_key(leaf: str):
-            # lending goes to the lender's parent's pool first, then up (seed 000): the
+            # lending goes to the lender's parent's pool first, then up (EGO's ownership policy): the
             # borrowers nearest an open lender first (siblings before cousins), then by rank
             c = self.s.consumers[leaf]
             near = UNSET
@@ -1162,7 +1162,7 @@ class Cycle:
             return bool(u and u.lent) and not self.s.is_futile(leaf, g) and self._max_room(leaf, g, v) > 0
 
         def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
-            # every other means first (seed 002): idle share-pool slots, beyond its share
+            # every other means first (EGO's owning and borrowing documentation): idle share-pool slots, beyond its share
             if v.settings[leaf].share_ratio > 0:
                 for owner in v.gp.draws_from[leaf]:
                     n = min(self._pool_idle(g, v, owner), self._headroom(leaf, g, v))

@@ -82,7 +82,7 @@ class GroupSettings:
     borrow_preference: tuple[str, ...] = ()
     lend_to: tuple[str, ...] | None = None  # None: anyone; ("siblings",) or paths
     grace: float = 0.0
-    # multidimensional ownership (seed 000). With owned_hosts or owned_per_host set,
+    # multidimensional ownership (EGO's ownership policy). With owned_hosts or owned_per_host set,
     # ``owned`` is not what the user wrote: it is the slots of the hosts assigned to
     # the consumer (Plan.host_ownership), worked out by engine/ownership.py.
     owned_hosts: int | tuple[str, ...] | None = None  # a number of hosts, or named hosts
@@ -131,8 +131,8 @@ class Plan:
     groups: tuple[ResourceGroup, ...]  # plan order
     consumers: tuple[Consumer, ...]  # plan order, parents before children
     policy: Policy = Policy()
-    ducc: object | None = None  # a DUCC configuration (issue 3); not scheduled by this engine yet
-    # multidimensional ownership in force (seed 000): group -> consumer -> host -> owned
+    ducc: object | None = None  # a DUCC configuration; not scheduled by this engine yet
+    # multidimensional ownership in force (EGO's ownership policy): group -> consumer -> host -> owned
     # slots, for every consumer with owned_hosts or owned_per_host in that group
     # (parents and children alike; a child's slots are part of its parent's). None when
     # nobody owns hosts, or not worked out yet (engine/ownership.prepared does it).

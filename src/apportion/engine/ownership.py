@@ -1,10 +1,10 @@
-"""Which hosts each consumer owns (seed 000, multidimensional plans). Pure: no I/O, no clock.
+"""Which hosts each consumer owns (EGO's ownership policy, multidimensional plans). Pure: no I/O, no clock.
 
 A consumer may own hosts in a resource group in three ways (``GroupSettings``):
 
 - ``owned_hosts: N``: N hosts. Whole hosts, unless ``partial`` allows parts of
   hosts as well, or a better-ranked consumer already took part of every host left
-  (seed 000: "it still takes the partial host if an alternative is not available");
+  (EGO's ownership policy: "it still takes the partial host if an alternative is not available");
 - ``owned_hosts: [names]``: those hosts;
 - ``owned_per_host: K``: K slots of every host in scope (partial ownership).
 
@@ -19,12 +19,12 @@ public pool.
 ``assign`` works out the ownership, level by level, siblings in rank order (best
 rank first, ties to the consumer earlier in the plan). Without a previous
 assignment this is the assignment of a new plan. With one (a plan change, a host
-down or back), it follows seed 000's steps with minimal impact:
+down or back), it follows the steps of EGO's ownership policy with minimal impact:
 
 1. drop what is no longer owned: hosts gone, down, or out of the parent's scope,
    names no longer listed, hosts beyond a lowered count (the least used by the
    consumer's own work go, and come back first should it be short again). A host
-   kept but idle stays with its owner (seed 000 drops it to the public pool and
+   kept but idle stays with its owner (EGO's ownership policy drops it to the public pool and
    gives it back at once: the same result);
 2. consumers short of their configured ownership, best rank first, take hosts:
    public (or parent's private) pool hosts, least workload first (of equal ones, a
@@ -482,7 +482,7 @@ def assign(plan: Plan, previous: OwnerMap | None = None, workload: Workload | No
 
 def redistribute(plan: Plan, current: OwnerMap, workload: Workload | None = None,
                  down: Collection[str] | None = None) -> Assignment:
-    """The periodic pass (seed 000, step 3): idle owned hosts are collected from every
+    """The periodic pass (EGO's ownership policy, step 3): idle owned hosts are collected from every
     consumer and handed out again by rank. An owner gets its own idle hosts back
     unless a better-ranked consumer is short and the pool has no idle host for it."""
     return assign(plan, current, workload, down, collect_free=True)

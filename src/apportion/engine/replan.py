@@ -2,7 +2,7 @@
 
 Built aside from the live state and returned whole, so the caller can swap it in
 atomically (``Engine.apply_plan``); nothing here touches the old state. Owned hosts
-(seed 000) are worked out first, from the ownership in force and the work running
+(EGO's ownership policy) are worked out first, from the ownership in force and the work running
 now (``engine/ownership.py``), and again when a host goes down or comes back.
 """
 
@@ -44,7 +44,7 @@ def _down_after(old: ClusterState, plan: Plan) -> set[str]:
 
 def reown(old: ClusterState, plan: Plan) -> Plan:
     """``plan`` with its owned hosts worked out from the ownership in force and the work
-    running now (seed 000's steps, minimal impact), rather than from scratch."""
+    running now (the steps of EGO's ownership policy, minimal impact), rather than from scratch."""
     if not ownership.uses_host_ownership(plan):
         return plan
     previous = old.plan.host_ownership or {}
@@ -55,7 +55,7 @@ def reown(old: ClusterState, plan: Plan) -> Plan:
 def after_host_change(state: ClusterState, grew: bool) -> ClusterState:
     """A host went down or came back: the groups it is in shrank or grew. Ownership
     is worked out again (a shrink trims over-owners; a growth also collects idle owned
-    hosts and hands them out by rank: seed 000, step 3). Returns a new state when
+    hosts and hands them out by rank: EGO's ownership policy, step 3). Returns a new state when
     ownership changed, else ``state`` itself. Built aside, like apply_plan."""
     plan = state.plan
     if not ownership.uses_host_ownership(plan):

@@ -25,8 +25,8 @@ class GroupLine:
     demand: int = 0
     planned_owned: int = 0  # effective ownership in force (after overallocation)
     shortfall: int = 0  # held below the guarantee while demand is unmet (EGO reports)
-    owned_hosts: list[str] = field(default_factory=list)  # hosts owned whole, sorted (seed 000)
-    private_pool: int = 0  # held from the private pools of consumers (seed 000's private pools)
+    owned_hosts: list[str] = field(default_factory=list)  # hosts owned whole, sorted (EGO's ownership policy)
+    private_pool: int = 0  # held from the private pools of consumers (the private pools of EGO's ownership policy)
     public_pool: int = 0  # held from the public pool (the root's)
 
 

@@ -3,10 +3,10 @@
 Everything is exact (rationals: gmpy2's ``mpq``, a C implementation some five
 times faster than ``fractions.Fraction``) until the last step, where a pool's shares are
 rounded to whole slots by largest remainder, ties to the consumer earlier in the
-plan (POLICY-NOTES section 7). One recursive water-fill serves both enforcement
+plan (apportion's reading, docs/policies.md section 16). One recursive water-fill serves both enforcement
 modes: parent enforcement is the water-fill itself; leaf enforcement first gives
 each leaf its static planned share, then water-fills what is left over the
-branches that still have unmet demand (seed 004).
+branches that still have unmet demand (EGO's share ratio enforcement documentation).
 """
 
 from __future__ import annotations

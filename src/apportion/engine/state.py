@@ -404,7 +404,7 @@ class ClusterState:
         planned = self.consumers[req.consumer].groups
         if req.groups:
             return tuple(g for g in req.groups if g in planned and g in self.groups)
-        # preference levels (seed 000): smaller first; unset after set; ties in plan order
+        # preference levels (EGO's ownership policy): smaller first; unset after set; ties in plan order
         mine = [g for g in self.group_names if g in planned]
         return tuple(sorted(mine, key=lambda g: UNSET if planned[g].preference is None else planned[g].preference))
 

@@ -253,7 +253,7 @@ def _compile_with_context(
         hosts=tuple(ctx.hosts), groups=tuple(ctx.groups), consumers=ctx.compiled_consumers, policy=policy,
         ducc=ducc[0],
     )
-    # owned hosts (seed 000): a new plan's assignment, in rank order; each host owner's
+    # owned hosts (EGO's ownership policy): a new plan's assignment, in rank order; each host owner's
     # `owned` becomes the slots of its hosts. A plan put in force under running work
     # is assigned again from the ownership in force (Engine.apply_plan).
     plan = prepared(plan)

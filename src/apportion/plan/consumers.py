@@ -352,7 +352,7 @@ def _own_field(values: dict[str, Any]) -> str:
 
 
 def _check_host_ownership(ctx: Context) -> None:
-    """Owned hosts (seed 000): one form of ownership per block; named hosts exist, are in
+    """Owned hosts (EGO's ownership policy): one form of ownership per block; named hosts exist, are in
     the group and are named once; ``partial`` goes with owned_hosts: N; a child owns
     hosts only out of its parent's hosts, and children together no more than the parent.
     Named hosts are expanded here (ranges) so the engine sees plain names."""

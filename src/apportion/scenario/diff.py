@@ -39,7 +39,7 @@ def plan_diff(old: Scenario, new: Plan) -> dict[str, Any]:
     ]
     return {
         "at": now,
-        # owned hosts changing owner (seed 000): deepest owners, null for the pool
+        # owned hosts changing owner (EGO's ownership policy): deepest owners, null for the pool
         "moves": [{"host": m.host, "group": m.group, "from": m.source, "to": m.target, "slots": m.slots}
                   for m in moves],
         "reclaims": reclaims,

@@ -30,7 +30,7 @@ class Step:
     change: Mapping[str, RequestChange] = field(default_factory=dict)
     release: tuple[str, ...] = ()
     hosts: HostChanges = HostChanges()
-    plan: Plan | None = None  # a new plan from this step on (issue 4)
+    plan: Plan | None = None  # a new plan from this step on
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "change", MappingProxyType(dict(self.change)))

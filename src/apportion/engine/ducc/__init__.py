@@ -1,4 +1,4 @@
-"""DUCC's memory-quantum scheduling (seed 001), built on the same engine model.
+"""DUCC's memory-quantum scheduling (DUCC's RM documentation), built on the same engine model.
 
 ``config`` is the configuration model (nodepools, classes, users, properties; the
 importers in ``apportion.importers.ducc`` build it), ``types`` the cycle's inputs and

@@ -1,6 +1,6 @@
 """The DUCC scheduling cycle's public interface: what goes in, what comes out.
 
-This is the pure core of seed 001's Resource Manager (the "NodepoolScheduler").
+This is the pure core of DUCC's Resource Manager (the "NodepoolScheduler").
 It reads no files and no clock and draws no random numbers: the caller owns
 time and passes ``now`` in, and the same input always gives the same output.
 

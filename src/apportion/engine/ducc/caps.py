@@ -1,4 +1,4 @@
-"""How many processes a fair-share job can use right now (seed 001's initJobCap).
+"""How many processes a fair-share job can use right now (DUCC's RM documentation: initJobCap).
 
 Start from the largest meaningful number and whittle it down by DUCC's rules:
 
@@ -12,7 +12,7 @@ Start from the largest meaningful number and whittle it down by DUCC's rules:
    initialised: at most twice what it holds with expand-by-doubling;
 6. pushed out to nothing: restart with the initialization cap, within the base cap.
 
-Prediction is apportion's reading (the seed leaves it open): a new process is of
+Prediction is apportion's reading (the documentation leaves it open): a new process is of
 use only for work still left when it has initialised. During the initialisation
 time (plus the prediction fudge) the processes the job holds keep working; the
 projected cap is what it holds plus enough new processes, ``threads`` items each,
@@ -49,7 +49,7 @@ class JobNow:
 
 
 def projected_cap(job: JobNow, rules: CapRules) -> int:
-    """0 when nothing is known yet (the seed: "we know nothing")."""
+    """0 when nothing is known yet (the documentation: "we know nothing")."""
     if not rules.use_prediction or job.init_seconds is None or not job.seconds_per_item:
         return 0
     wait = job.init_seconds + rules.prediction_fudge_s

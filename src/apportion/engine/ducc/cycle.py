@@ -1,4 +1,4 @@
-"""One DUCC scheduling cycle (seed 001's NodepoolScheduler), in order:
+"""One DUCC scheduling cycle (DUCC's RM documentation: NodepoolScheduler), in order:
 
 1. **nodes** (world.py): dead nodes purged, vary_off evictions, blacklisting;
 2. **job caps** (caps.py): what each fair-share job can use now; what each

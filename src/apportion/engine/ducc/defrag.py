@@ -1,9 +1,9 @@
-"""Defragmentation (seed 001): give needy jobs space taken from the richest users.
+"""Defragmentation (DUCC's RM documentation): give needy jobs space taken from the richest users.
 
 After What Of and the evictions, a job is **needy** when it keeps fewer processes
 than the smaller of its pure fair share (capped by what it can use now) and
 ``ducc.rm.fragmentation.threshold``; a non-preemptable request is needy when it holds
-fewer processes than it was counted. (The seed gives non-preemptable work a deserved
+fewer processes than it was counted. (The documentation gives non-preemptable work a deserved
 share of exactly one process; but How Much has already set aside the space for all it
 was counted, so a fixed-share job left short by fragmentation would keep that space idle
 for good: apportion defragments for all of it.) For each needy job,
@@ -21,7 +21,7 @@ largest order first (after priority), and for each process it lacks:
    process started this very cycle is simply given to the needy job instead (nothing
    was published yet); otherwise it is evicted (reason ``defrag``) and the room is
    promised to the needy job. A donor job at its own minimum may still give a process
-   up if it can restart it at once in a free hole elsewhere (a *move*): the seed's
+   up if it can restart it at once in a free hole elsewhere (a *move*): the documentation's
    example, where job A's small processes are rearranged so job B's large one fits.
 
 Jobs still short afterwards are remembered as needy: the next cycle places them
@@ -196,7 +196,7 @@ class _Defrag:
 
         A donor job above its own min(pure fair share, threshold) simply loses the
         process; a donor at it keeps its count by **moving**: the process restarts in a
-        free hole elsewhere (the seed's example: job A is rearranged so that job B fits)."""
+        free hole elsewhere (the documentation's example: job A is rearranged so that job B fits)."""
         need = self._need(j, m)
         room = m.free + m.leaving - m.claimed
         if room < need:

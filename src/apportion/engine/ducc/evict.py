@@ -1,4 +1,4 @@
-"""Which processes a shrinking job gives up, and which jobs are needy (seed 001).
+"""Which processes a shrinking job gives up, and which jobs are needy (DUCC's RM documentation).
 
 Preempting a process loses the work it has done, so a job that must shed
 processes sheds those with the **least investment** first:
@@ -7,7 +7,7 @@ processes sheds those with the **least investment** first:
 2. among initialising ones, the shortest initialisation so far first;
 3. among initialised ones, the lowest investment (work done) first;
 4. then the one in the most deeply nested nodepool (the Java original compared a
-   depth that was always equal: apportion uses the real depth, POLICY-NOTES 8);
+   depth that was always equal: apportion uses the real depth, apportion's reading, docs/policies.md section 16);
 5. then the youngest.
 
 A job is **needy** when it holds fewer processes than the smaller of its pure fair

@@ -1,4 +1,4 @@
-"""How Much for non-preemptable work (seed 001): FIXED_SHARE and RESERVE.
+"""How Much for non-preemptable work (DUCC's RM documentation): FIXED_SHARE and RESERVE.
 
 Non-preemptable work is given what it asks for, up to the user's **allotment**,
 and is never shrunk for fairness:

@@ -1,6 +1,6 @@
-"""How Much for FAIR_SHARE work (seed 001): how many processes each job deserves now.
+"""How Much for FAIR_SHARE work (DUCC's RM documentation): how many processes each job deserves now.
 
-apportion's reading, on the engine's one model (POLICY-NOTES 1 and 8):
+apportion's reading, on the engine's one model (apportion's reading, docs/policies.md section 16):
 
 - a class is a consumer (weight = share ratio, priority = sibling priority), its
   users are children of weight 1 and each user's jobs are their children of weight 1;
@@ -14,7 +14,7 @@ apportion's reading, on the engine's one model (POLICY-NOTES 1 and 8):
   quanta suggest (four order-3 machines: 12 quanta, four order-2 places). When the
   jobs of one order were given more processes than there are places for that order,
   the places are shared among them by the same water-fill (each at most what it was
-  given), so the first job in line does not take them all (seed 001's apportionQShares
+  given), so the first job in line does not take them all (DUCC's RM documentation: apportionQShares
   works order by order on nSharesByOrder for this reason);
 - the fractions of a process each job was owed then go by largest remainder: the job
   closest to having earned one more process (owed quanta / order) gets it first,
@@ -81,8 +81,8 @@ class HowMuch:
 
 
 class Space:
-    """Free space of one nodepool's own machines, counted by free size (seed 001's
-    machine tables): ``whole[f]`` free machines of order f, ``part[f]`` partly used
+    """Free space of one nodepool's own machines, counted by free size (the machine tables of
+    DUCC's RM documentation): ``whole[f]`` free machines of order f, ``part[f]`` partly used
     machines with f quanta free. Placement is best fit: the smallest free space that
     holds a process, a partly used machine before a whole one of the same size."""
 
@@ -382,7 +382,7 @@ def _weight(j: JobAsk, classes: Mapping[str, FairClass]) -> float:
 
 
 def _tree(jobs: Sequence[JobAsk], classes: Mapping[str, FairClass]) -> tuple[ShareTree, dict[str, int]]:
-    """class -> user -> job, children in the tie order of POLICY-NOTES 7."""
+    """class -> user -> job, children in the tie order of apportion's reading, docs/policies.md section 16."""
     by_cls: dict[str, dict[str, list[JobAsk]]] = {}
     for j in jobs:
         by_cls.setdefault(j.cls, {}).setdefault(j.user, []).append(j)

@@ -1,4 +1,4 @@
-"""Machines by order: the accounting DUCC's How Much and What Of phases count on (seed 001).
+"""Machines by order: the accounting DUCC's How Much and What Of phases count on (DUCC's RM documentation).
 
 Memory is counted in quanta; a machine's *order* is how many quanta it holds,
 and an allocation (an nshare, a process) of order O takes O quanta on ONE
@@ -71,7 +71,7 @@ class OrderTables:
 
     def allocate(self, order: int, free: int, size: int) -> int:
         """Take an allocation of ``size`` quanta from a machine of ``order`` with
-        ``free`` quanta free (seed 001's rearrangeVirtual); returns the free order left."""
+        ``free`` quanta free (DUCC's RM documentation: rearrangeVirtual); returns the free order left."""
         self._check(order, free)
         if not 0 < size <= free:
             raise ValueError(f"an order-{size} allocation does not fit in {free} free quanta")
@@ -102,7 +102,7 @@ class OrderTables:
 
     @property
     def shares(self) -> list[int]:
-        """Allocations of each order that could still be made (seed 001's nSharesByOrder)."""
+        """Allocations of each order that could still be made (DUCC's RM documentation: nSharesByOrder)."""
         if self._shares is None:
             base = [m + v for m, v in zip(self.machines, self.virtual)]
             out = list(base)

@@ -1,4 +1,4 @@
-"""What Of (seed 001): put the counted processes on real machines.
+"""What Of (DUCC's RM documentation): put the counted processes on real machines.
 
 Each nodepool keeps its machines that can take new work, sorted by free space:
 a process goes on the **smallest free space that holds it** (best fit), a partly

@@ -5,7 +5,7 @@ Nothing here outlives a cycle; :mod:`apportion.engine.ducc.cycle` builds a
 :class:`World` from a :class:`~apportion.engine.ducc.types.DuccState`, the phases
 change it, and it is turned into :class:`~apportion.engine.ducc.types.DuccDecisions`.
 
-Node states and blacklisting are decided here (seed 001, "Nodes" and "Blacklists"):
+Node states and blacklisting are decided here (DUCC's RM documentation, "Nodes" and "Blacklists"):
 
 - a **dead** machine (``state == "dead"`` or ``missed_heartbeats`` >= node
   stability): its fair-share processes and services are purged (evicted with reason

@@ -9,7 +9,7 @@ Three kinds of file are read here:
 * **Regular-expression files** (``*.regex``): one Python regular expression
   per line, ``#`` comments. Used as a nodepool's node file, the pool takes
   every known host whose whole name matches one of the expressions and that
-  no other node file names. (The seed does not describe ``.regex`` files;
+  no other node file names. (The documentation does not describe ``.regex`` files;
   this is apportion's reading, documented in docs/ducc-import.md.)
 * **Simulated-cluster descriptions** (``52.simulated.nodes``, recognised by
   ``KEY = VALUE`` lines): ``nodes = N1 N2 ...`` names the real machines,

@@ -257,7 +257,7 @@ class DuccMaster(Master):
                 self._event(batch, j.client, {"type": "job", "job": j.id, "state": state, "reason": reason})
 
     def _investments(self, s: SharePub, leaving: set[int]) -> dict[str, Any]:
-        """What an evicted share had invested, beside the job's shares that stay (seed 001:
+        """What an evicted share had invested, beside the job's shares that stay (DUCC's RM documentation:
         the least investment goes first: a process still initialising, then the least work done)."""
         book = self.books.get(s.job)
         done = book.done_by if book is not None else {}

@@ -1,4 +1,4 @@
-"""Hardening (issue 18): a quarantine for stored rows the master can no longer accept, an
+"""Hardening: a quarantine for stored rows the master can no longer accept, an
 audit of every call that changes state, and per-host start failures.
 
 Revision ID: 0004

@@ -1,4 +1,4 @@
-"""History (issue 19): one sample a minute of hosts, slots, allocations and demand for the
+"""History: one sample a minute of hosts, slots, allocations and demand for the
 console's charts (service/history.py), kept for a day.
 
 Revision ID: 0005
