@@ -1,5 +1,6 @@
 import ctypes
 import os
+import signal
 import stat
 import sys
 import time
@@ -21,7 +22,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 17: the suite leaves no process running, and execution users can run the test interpreter.
+# The suite leaves no process running, and execution users can run the test interpreter.
 #
 # Every pytest process (the controller, each xdist worker) makes itself a child subreaper, so a
 # process the suite started that daemonizes (setsid, double fork) or outlives its agent stays a
@@ -68,11 +69,54 @@ class _FailOnLeaks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def _kill_the_tree(grace: float = 3.0) -> list[str]:
+    """Every process this one started, however deep, is stopped: SIGTERM, then SIGKILL.
+    Returns what was found running. Each pytest process is a subreaper, so the orphans of
+    its tests are its descendants until it goes."""
+    found: list[str] = []
+    end = time.monotonic() + 10.0
+    while time.monotonic() < end:
+        left = [p for p in session_leftovers() if p.pid != os.getpid()]
+        if not left:
+            break
+        found.extend(_describe(p) for p in left)
+        for p in left:
+            try:
+                p.terminate()
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(left, timeout=grace)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=grace)
+    return found
+
+
+def _stop_on(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP (a `timeout`, a closed terminal, a CI runner giving up): the
+    whole tree of masters, agents and workers goes with the run, not to init."""
+    signal.signal(signum, signal.SIG_DFL)
+    found = _kill_the_tree()
+    sys.stderr.write(f"\ntests: stopped by signal {signum}: {len(found)} processes of the run stopped\n")
+    sys.stderr.flush()
+    os._exit(128 + signum)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_FailOnLeaks(), "apportion-fail-on-leaks")
     _become_subreaper()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_on)
     if not hasattr(config, "workerinput"):  # the controller, before any worker starts
         _let_execution_users_run_the_interpreter()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The last word of every pytest process, even after Ctrl-C: nothing it started runs on."""
+    _kill_the_tree()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -158,4 +202,4 @@ def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
         terminalreporter.section("processes left running by the suite (killed now)", red=True, bold=True)
         for line in _leaks:
             terminalreporter.line(line, red=True)
-        terminalreporter.line("FAILED: the suite must leave no process running (issue 17)", red=True, bold=True)
+        terminalreporter.line("FAILED: the suite must leave no process running", red=True, bold=True)

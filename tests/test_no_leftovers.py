@@ -4,6 +4,8 @@ and is killed."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -91,3 +93,45 @@ def test_a_daemon_forked_as_the_tree_is_read_is_still_found(monkeypatch: pytest.
 
     monkeypatch.setattr(guard.psutil, "Process", lambda *a: Me())
     assert guard.session_leftovers() == [daemon]
+
+
+HANGING = f'''
+import subprocess, time
+from pathlib import Path
+
+def test_starts_a_daemon_then_hangs():
+    code = ("import os, sys, time\\n"
+            "if os.fork(): sys.exit(0)\\n"
+            "os.setsid()\\n"
+            "if os.fork(): sys.exit(0)\\n"
+            "open(sys.argv[1], 'w').write(str(os.getpid()))\\n"
+            "time.sleep(300)\\n")
+    subprocess.run([{sys.executable!r}, "-c", code, {{pidfile!r}}], check=True)
+    time.sleep(300)
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["TERM", "HUP", "INT"])
+@pytest.mark.parametrize("xdist", [[], ["-n", "1"]], ids=["alone", "xdist"])
+def test_a_run_stopped_by_a_signal_leaves_nothing_running(pytester: pytest.Pytester, tmp_path: Path,
+                                                          xdist: list[str], signum: int) -> None:
+    """A run stopped from outside (`timeout`, a closed terminal, Ctrl-C sent to the runner alone)
+    takes its daemons with it instead of leaving them to init."""
+    pidfile = tmp_path / "daemon.pid"
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makepyfile(test_hanging=HANGING.format(pidfile=str(pidfile)))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *xdist],
+                            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 60, "the test's daemon starts")
+        pid = int(pidfile.read_text())
+        assert psutil.pid_exists(pid)
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, out.decode(errors="replace")
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+               15, f"the daemon {pid} goes with the run")
