@@ -13,6 +13,13 @@ from pathlib import Path
 
 class _Quiet(SimpleHTTPRequestHandler):
     asked: list[str]
+    label_gz: bool
+
+    def end_headers(self):
+        if self.label_gz and self.path.endswith(".gz"):
+            # as some web servers are set up: a .gz file announced as gzip-encoded content
+            self.send_header("Content-Encoding", "gzip")
+        super().end_headers()
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         pass
@@ -23,10 +30,12 @@ class _Quiet(SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(directory: Path) -> Iterator[tuple[str, list[str]]]:
-    """``(base URL, paths asked)`` while a server serves ``directory``; stopped and closed after."""
+def serve(directory: Path, label_gz: bool = False) -> Iterator[tuple[str, list[str]]]:
+    """``(base URL, paths asked)`` while a server serves ``directory``; stopped and closed after.
+    ``label_gz``: answer .gz files with ``Content-Encoding: gzip``."""
     asked: list[str] = []
-    handler = functools.partial(type("Handler", (_Quiet,), {"asked": asked}), directory=str(directory))
+    handler = functools.partial(type("Handler", (_Quiet,), {"asked": asked, "label_gz": label_gz}),
+                                directory=str(directory))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="trace-mirror", daemon=True)

@@ -104,6 +104,20 @@ def test_a_file_longer_than_recorded_is_cut_off_and_refused(site):
     assert not (site["cache"] / "tiny.swf.gz").exists() and _leftovers(site["cache"]) == []
 
 
+def test_a_gz_announced_as_gzip_encoded_is_kept_as_sent(tmp_path):
+    data = gzip.compress(SWF.encode(), mtime=0)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "tiny.swf.gz").write_bytes(data)
+    registry = tmp_path / "registry.json"
+    with serve(tmp_path / "site", label_gz=True) as (base, asked):
+        registry.write_text(json.dumps({"traces": [{"name": "tiny", "path": "tiny.swf.gz", "files": [
+            {"path": "tiny.swf.gz", "size": len(data), "sha256": _sha(data), "urls": [f"{base}/tiny.swf.gz"]}]}]}))
+        r = runner.invoke(app, ["traces", "fetch", "tiny", "--cache", str(tmp_path / "cache"),
+                                "--registry", str(registry)], env={"APPORTION_TRACES_MIRROR": None})
+    assert r.exit_code == 0, r.output
+    assert asked == ["/tiny.swf.gz"] and (tmp_path / "cache" / "tiny.swf.gz").read_bytes() == data
+
+
 def test_404_is_reported_with_the_address_and_leaves_nothing(site):
     _registry(site, files=[{"path": "tiny.swf.gz", "size": len(site["data"]), "sha256": _sha(site["data"]),
                             "urls": [f"{site['base']}/archive/gone.swf.gz"]}])
@@ -176,6 +190,36 @@ def test_a_gzip_stored_file_is_checked_on_the_published_bytes(site):
     (site["root"] / "set" / "pods.csv.gz").write_bytes(gzip.compress(csv + b"p999,1,1\n"))
     r = _run(site, "fetch", "tiny", "--force", "--base-url", site["base"])
     assert r.exit_code == 1 and "checksum mismatch" in r.stderr
+
+
+def test_a_broken_gzip_from_a_mirror_is_refused(site):
+    csv = b"name,cpu_milli\np1,1000\n"
+    (site["root"] / "set").mkdir()
+    (site["root"] / "set" / "pods.csv.gz").write_bytes(b"\x1f\x8b" + b"\x00" * 40)
+    _registry(site, files=[{"path": "set/pods.csv.gz", "size": len(csv), "sha256": _sha(csv), "store": "gzip",
+                            "urls": [f"{site['base']}/archive/pods.csv"]}], path="set/pods.csv.gz")
+    r = _run(site, "fetch", "tiny", "--base-url", site["base"])
+    assert r.exit_code == 1 and "not a gzip file" in r.stderr
+    assert not (site["cache"] / "set" / "pods.csv.gz").exists() and _leftovers(site["cache"]) == []
+
+
+def test_a_fetched_trace_feeds_a_sweep_in_place_of_the_grids_trace(site, tmp_path):
+    _registry(site)
+    assert _run(site, "fetch", "tiny").exit_code == 0
+    trace = _run(site, "path", "tiny").stdout.strip()
+    (tmp_path / "plan.yaml").write_text("hosts:\n  - {name: \"h[1-4]\", slots: 4}\nresource_groups:\n"
+                                        "  - {name: cpu, hosts: [\"h[1-4]\"]}\nconsumers:\n"
+                                        "  - {path: /A, share_ratio: 1}\n  - {path: /B, share_ratio: 1}\n")
+    (tmp_path / "map.yaml").write_text("default: /B\nrules:\n  - {group: \"1\", consumer: /A}\n")
+    (tmp_path / "grid.yaml").write_text("plan: plan.yaml\ntrace: not-here.swf.gz\nmap: map.yaml\n"
+                                        "grid:\n  consumers[/A].share_ratio: [1, 3]\n")
+    r = runner.invoke(app, ["sweep", str(tmp_path / "grid.yaml"), "--workers", "1", "--json"])
+    assert r.exit_code != 0 and "not-here.swf.gz" in r.output
+    r = runner.invoke(app, ["sweep", str(tmp_path / "grid.yaml"), "--workers", "1", "--json", "--trace", trace])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["trace"] == trace and len(result["variants"]) == 2
+    assert all(v["result"]["jobs"] == 40 for v in result["variants"])
 
 
 def test_list_shows_name_size_source_and_whether_cached(site):
@@ -267,4 +311,5 @@ def test_the_shipped_digests_are_those_of_the_public_files():
     assert checked > 300
     r = runner.invoke(app, ["traces", "list", "--cache", str(TRACES)], env={"APPORTION_TRACES_REGISTRY": None})
     assert r.exit_code == 0
-    assert all(" yes " in line for line in r.stdout.splitlines()[1:] if line and not line.startswith(("cache", "fetch")))
+    rows = [line for line in r.stdout.splitlines()[1:] if line and not line.startswith(("cache", "fetch"))]
+    assert len(rows) == len(reg.entries) and all(" yes " in line for line in rows)

@@ -274,7 +274,8 @@ def _download(client: Any, url: str, f: TraceFile, dest: Path) -> int:
         with os.fdopen(fd, "wb") as out:
             with client.stream("GET", url) as r:
                 r.raise_for_status()
-                for i, chunk in enumerate(r.iter_bytes(CHUNK)):
+                # the bytes as sent: a .gz that a server labels Content-Encoding: gzip stays compressed
+                for i, chunk in enumerate(r.iter_raw(CHUNK)):
                     if i == 0 and f.store == "gzip" and chunk[:2] == b"\x1f\x8b":
                         inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
                     data = inflater.decompress(chunk, f.size + 1 - n) if inflater else chunk
@@ -289,7 +290,8 @@ def _download(client: Any, url: str, f: TraceFile, dest: Path) -> int:
                     n += len(rest)
         got = h.hexdigest()
         if n != f.size or got != f.sha256:
-            size_note = "" if n == f.size else f" ({'over ' if n > f.size else ''}{n:,} bytes, expected {f.size:,} bytes)"
+            size_note = ("" if n == f.size else
+                         f" ({'over ' if n > f.size else ''}{n:,} bytes, expected {f.size:,} bytes)")
             raise FetchError(f"{url}: checksum mismatch{size_note}: expected sha256 {f.sha256}, got {got}; "
                              "the file was removed")
         if f.store == "gzip" and inflater is None:
@@ -307,6 +309,8 @@ def _download(client: Any, url: str, f: TraceFile, dest: Path) -> int:
         return n
     except httpx.HTTPError as e:
         raise FetchError(_reach_problem(url, e)) from None
+    except zlib.error as e:
+        raise FetchError(f"{url}: not a gzip file that decompresses ({e}); the file was removed") from None
     except OSError as e:
         raise CacheError(f"cannot write {dest}: {e.strerror or e}") from None
     finally:
@@ -336,7 +340,7 @@ def fetch(entry: TraceEntry, cache: Path, *, mirror: str | None = None, force: b
             raise FetchError(f"{entry.name}: {orphans[0]} has no public archive{why}; put the file at "
                              f"{cache / orphans[0]} yourself, or give a mirror (--base-url) that has it")
     with httpx.Client(follow_redirects=True, timeout=httpx.Timeout(timeout, connect=min(timeout, 15.0)),
-                      headers={"User-Agent": "apportion-traces"}) as client:
+                      headers={"User-Agent": "apportion-traces", "Accept-Encoding": "identity"}) as client:
         for f in todo:
             urls = [mirror_url(mirror, f)] if mirror else list(f.urls)
             failures = []
