@@ -94,8 +94,7 @@ def fetch_cmd(
                                              "cache), used instead of the archives."),
     registry: Path | None = RegistryFile,
 ) -> None:
-    """Download traces into the cache, each file checked against its recorded SHA-256, and print
-    each trace's path."""
+    """Download traces into the cache, each file checked against its recorded SHA-256; print their paths."""
     from apportion.traces.fetch import FetchError, cache_dir, fetch, human_size
 
     reg = _registry(registry)
@@ -125,8 +124,7 @@ def path_cmd(
     cache: Path | None = Cache,
     registry: Path | None = RegistryFile,
 ) -> None:
-    """The path of a fetched trace (the file or directory `apportion simulate` reads), for
-    `$(apportion traces path NAME)`; fails if it is not fetched yet."""
+    """The path of a fetched trace, for "$(apportion traces path NAME)"; fails if it is not fetched."""
     from apportion.traces.fetch import cache_dir, cached_state
 
     where = cache_dir(cache)
