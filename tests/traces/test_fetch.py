@@ -261,6 +261,8 @@ def test_unknown_names_and_bad_registries_are_refused_naming_the_field(site):
         {"path": "x", "size": 1, "sha256": "ABC"}]}]}), encoding="utf-8")
     r = _run(site, "list")
     assert r.exit_code == 2 and "traces[0].files[0].sha256" in r.stderr
+    with pytest.raises(FetchError, match="format: 2: this apportion reads format 1"):
+        parse_registry({"format": 2, "traces": []}, "r.json")
     with pytest.raises(FetchError, match=r"files\[0\]\.path.*'\.\.'"):
         parse_registry({"traces": [{"name": "x", "path": "x", "files": [
             {"path": "../etc/passwd", "size": 1, "sha256": "a" * 64}]}]}, "r.json")

@@ -141,6 +141,8 @@ def parse_registry(data: Any, source: str) -> Registry:
     """A registry from its JSON data; every problem is a FetchError naming the field."""
     if not isinstance(data, dict) or not isinstance(data.get("traces"), list):
         raise _problem(source, "traces", "a registry is a mapping with a list of traces")
+    if data.get("format", 1) != 1:
+        raise _problem(source, "format", f"{data['format']!r}: this apportion reads format 1")
     entries = []
     seen: set[str] = set()
     for i, t in enumerate(data["traces"]):
