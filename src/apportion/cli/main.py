@@ -24,6 +24,7 @@ __import__("apportion.cli.bench_ducc_live", fromlist=["register"]).register(benc
 app.add_typer(import_app, name="import")
 app.add_typer(export_app, name="export")
 app.add_typer(server_app, name="server")
+app.add_typer(__import__("apportion.cli.traces", fromlist=["x"]).traces_app, name="traces")  # list|fetch|path
 app.command(name="agent")(agent_command)
 app.command(name="run")(__import__("apportion.cli.run", fromlist=["run"]).run)  # run a command on a share
 from apportion.cli.simulate import simulate_app, sweep_command  # noqa: E402

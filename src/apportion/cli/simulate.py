@@ -205,6 +205,8 @@ def sweep_command(
     workers: int | None = typer.Option(None, "--workers", min=1, help="Local processes (default: CPUs)."),
     json_out: bool = typer.Option(False, "--json", help="Print every variant's figures as JSON."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write sweep.json, sweep.csv and the plots here."),
+    trace: Path | None = typer.Option(None, "--trace", help="The trace to replay, instead of the GRID's "
+                                      "trace: (e.g. \"$(apportion traces path nasa)\")."),
 ) -> None:
     """Plan variants over one trace, side by side (local processes, or Dask)."""
     from apportion.simulate.sweep import SweepError, load_grid, render_sweep, run_sweep, write_sweep
@@ -213,6 +215,8 @@ def sweep_command(
         _fail("give --scheduler or --dask-local, not both")
     try:
         spec = load_grid(grid)
+        if trace is not None:
+            spec["trace"] = str(trace)
         result = run_sweep(spec, scheduler=scheduler, dask_local=dask_local, workers=workers)
     except SweepError as e:
         _fail(str(e))
