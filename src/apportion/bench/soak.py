@@ -688,7 +688,8 @@ def render(console: Any, machine: dict[str, Any], r: dict[str, Any]) -> None:
         v = r["live"]
         console.print(f"live processes checked against holdings: {v['samples']:,} samples, {v['processes']:,} "
                       f"processes (at most {v['most_at_once']} at once, {v['not_in_state_file']} not in their "
-                      f"agent's state file)", highlight=False)
+                      f"agent's state file{', e.g. ' if v['not_in_state_file_e_g'] else ''}"
+                      f"{'; '.join(v['not_in_state_file_e_g'][:3])})", highlight=False)
     if r["violations"]:
         console.print(f"[red]{len(r['violations'])} violation(s)[/]:")
         for v in r["violations"]:

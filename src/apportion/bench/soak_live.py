@@ -133,12 +133,15 @@ class LiveCheck:
             return
         allocations = r.json()["allocations"]
         after = running(self.agents, self.master_url)
-        live = [v for k, v in before.items() if k in after]
+        # alive in both reads; listed if its agent's state file had it in either (one just started
+        # may be written there a moment after it runs)
+        both = {k: (v if v.listed else after[k]) for k, v in before.items() if k in after}
+        live = list(both.values())
         self.last = live
         self.samples += 1
-        self.seen.update(k for k in before if k in after)
-        for k, v in before.items():
-            if k in after and not v.listed and k not in self.unlisted:
+        self.seen.update(both)
+        for k, v in both.items():
+            if not v.listed and k not in self.unlisted:
                 self.unlisted.add(k)
                 if len(self.unlisted_e_g) < 5:
                     self.unlisted_e_g.append(f"{v.host}: activity {v.activity} pid {v.pid} ({v.note})")
