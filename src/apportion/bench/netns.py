@@ -12,8 +12,9 @@ and the master hears nothing more, as when a switch port or cable goes; healing 
 again and puts the route back.
 
 Everything made is named after this process's pid (``aps-PID-K`` namespaces, ``apsPIDrK``
-veth ends, the ``lo:aps PID`` address label), so ``close`` removes exactly it, and a later run
-removes what a run that was SIGKILLed left (its pid no longer lives).
+veth ends, the ``lo:apsPID`` address label), so ``close`` removes exactly it, and a later run
+removes what a run that was SIGKILLed left (its pid no longer lives and nothing runs in its
+namespaces).
 """
 
 from __future__ import annotations
@@ -73,15 +74,20 @@ def _alive(pid: int) -> bool:
 
 def sweep() -> list[str]:
     """Remove what runs that no longer live left (their namespaces and addresses); what was removed."""
-    gone = []
+    gone, kept = [], set()
     for line in _ip("netns", "list", check=False).stdout.splitlines():
         m = re.match(r"(aps-(\d+)-\S+)", line)
-        if m and not _alive(int(m.group(2))):
-            _ip("netns", "del", m.group(1), check=False)
-            gone.append(m.group(1))
+        if not m:
+            continue
+        # one with a process in it is in use (by a run this process cannot see the pid of, say)
+        if _alive(int(m.group(2))) or _ip("netns", "pids", m.group(1), check=False).stdout.strip():
+            kept.add(m.group(2))
+            continue
+        _ip("netns", "del", m.group(1), check=False)
+        gone.append(m.group(1))
     for line in _ip("-o", "-4", "addr", "show", "dev", "lo", check=False).stdout.splitlines():
         m = re.search(r"inet (\S+) .*\blo:aps(\d+)\b", line)
-        if m and not _alive(int(m.group(2))):
+        if m and m.group(2) not in kept and not _alive(int(m.group(2))):
             _ip("addr", "del", m.group(1), "dev", "lo", check=False)
             gone.append(m.group(1))
     return gone
