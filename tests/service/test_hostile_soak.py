@@ -193,3 +193,10 @@ def test_partitions_are_refused_with_the_reason_without_root_or_ip(tmp_path, why
     assert r.returncode == 2, r.stdout + r.stderr
     assert expected in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_the_soak_reads_which_options_the_server_takes():
+    from apportion.bench.soak import server_options
+
+    got = server_options()  # --host-lost-after goes to the master only where this lists it
+    assert "--heartbeat" in got and "--kill-grace" in got, got
