@@ -5,13 +5,20 @@ real short processes, the rest are light agents in one process), consumers' clie
 mixed allocation and activity work, while:
 
 - the master, the real agents and the activities' processes are SIGKILLed at random;
-- a corpus of hostile requests is sent (issue 18's cases and more).
+- with ``partitions``, every agent runs in a network namespace of its own (the light ones in one
+  together), joined to the master's by a veth pair (bench/netns.py), and links are cut and healed
+  at random: short cuts that heartbeats ride out, and longer ones past the master's missed-heartbeat
+  limit and its ``--host-lost-after`` window where it has one;
+- a corpus of hostile requests is sent.
 
 At the end, from the store and from what the clients saw:
 
 - ``slots``: no host was ever seen (nor is stored) with more slots held than it has;
+- ``fencing``: at no moment did a host's live activity processes, as its agent's state file
+  lists them, use slots the master had given to another allocation (bench/soak_live.py);
 - ``lost``: every allocation created and not deleted is still there;
-- ``reused``: no id (client, allocation, activity, token) was given twice;
+- ``reused``: no id (client, allocation, activity, token) was given twice, and each caller saw
+  the ids it was given only go up;
 - ``5xx``: no answer was a 5xx (a 503 while the master restarts is counted apart);
 - ``events``: each client's event stream, as it read it, is exactly what the store holds
   for it: no gap, nothing twice, in order;
@@ -53,10 +60,17 @@ consumers:
 """
 
 
-def _free_port() -> int:
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def server_options() -> str:
+    """``apportion server --help`` as this installation prints it (to see which options it takes)."""
+    r = subprocess.run([*CLI, "server", "--help"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"})
+    return r.stdout
 
 
 def _name(p: Any) -> str:
@@ -97,6 +111,7 @@ class Seen:
     ids: dict[str, list[int]] = field(default_factory=lambda: {"client": [], "allocation": [], "activity": [],
                                                                "token": []})
     deleted: set[int] = field(default_factory=set)
+    last_id: dict[tuple[int, str], int] = field(default_factory=dict)  # (thread, kind) -> the last id it was given
     writes_ok: list[str] = field(default_factory=list)  # request ids of writes answered 2xx
     events: dict[int, list[int]] = field(default_factory=dict)
     hostile: int = 0
@@ -105,12 +120,20 @@ class Seen:
     def violation(self, what: str) -> None:
         with self.lock:
             if len(self.violations) < 200:
-                self.violations.append(what[:400])
+                self.violations.append(what[:1500])
 
 
 class Soak:
-    def __init__(self, workdir: Path, minutes: float, db: str, agents: int, seed: int, rss_limit: float) -> None:
+    def __init__(self, workdir: Path, minutes: float, db: str, agents: int, seed: int, rss_limit: float,
+                 partitions: bool = False, host_lost_after: float | None = None) -> None:
         self.dir = workdir
+        self.partitions = partitions
+        self.host_lost_after = host_lost_after  # passed to the master only where it takes the option
+        self.lost_after_used: float | None = None
+        self.net: Any = None  # bench/netns.Network with partitions
+        self.cuts = Counter()
+        self.longest_cut = 0.0
+        self.live: Any = None  # bench/soak_live.LiveCheck
         self.minutes = minutes
         self.agents = max(agents, REAL_AGENTS)
         self.rng = random.Random(seed)
@@ -122,6 +145,7 @@ class Soak:
         self.db_kind = db
         self.db = f"sqlite:///{workdir / 'soak.db'}" if db == "sqlite" else ""
         self.tag = f"soak-{uuid.uuid4().hex[:8]}"
+        self.started = time.monotonic()
         self.consumers = [f"/T{i}" for i in range(4)]
         self.master: Proc | None = None
         self.real: list[Proc] = []
@@ -165,7 +189,22 @@ class Soak:
             time.sleep(0.1)
         raise RuntimeError(f"the master did not get ready in {timeout} s:\n" + self.master.log.read_text()[-2000:])
 
+    def _network(self) -> None:
+        """With partitions: the namespaces, and the master's URL on the address they reach."""
+        from apportion.bench.netns import Network
+
+        groups = [f"real{i}" for i in range(REAL_AGENTS)] + (["light"] if self.agents > REAL_AGENTS else [])
+        self.net = Network(groups, rng=random.Random(self.rng.random())).create()
+        self.port = _free_port(self.net.master)
+        self.url = f"http://{self.net.master}:{self.port}"
+
+    def _in(self, group: str) -> list[str]:
+        """What runs an agent of ``group`` in its namespace (nothing without partitions)."""
+        return self.net.prefix(group) if self.net is not None else []
+
     def setup(self) -> None:
+        if self.partitions:
+            self._network()
         if self.db_kind == "postgres":
             self._postgres()
         plan = self.dir / "plan.yaml"
@@ -174,20 +213,25 @@ class Soak:
         subprocess.run([*CLI, "server", "init", "--db", self.db, "--token-file", str(token_file)], check=True,
                        capture_output=True, timeout=120)
         self.token = token_file.read_text().strip()
-        self.master = Proc([*CLI, "server", "--plan", str(plan), "--db", self.db, "--listen",
-                            f"127.0.0.1:{self.port}", "--heartbeat", "0.5", "--kill-grace", "1",
-                            "--log-level", "warning"], self.dir / "master.log")
+        listen = f"{self.net.master if self.net is not None else '127.0.0.1'}:{self.port}"
+        extra: list[str] = []
+        if self.host_lost_after is not None and "--host-lost-after" in server_options():
+            self.lost_after_used = self.host_lost_after
+            extra = ["--host-lost-after", f"{self.host_lost_after:g}"]
+        self.master = Proc([*CLI, "server", "--plan", str(plan), "--db", self.db, "--listen", listen,
+                            "--heartbeat", "0.5", "--kill-grace", "1", "--log-level", "warning", *extra],
+                           self.dir / "master.log")
         self._start_master()
         env = {"APPORTION_TOKEN": self.token, "APPORTION_SOAK": self.tag}
         for i in range(REAL_AGENTS):
-            p = Proc([*CLI, "agent", "--master", self.url, "--name", f"real{i}", "--slots", str(SLOTS),
+            p = Proc([*self._in(f"real{i}"), *CLI, "agent", "--master", self.url, "--name", f"real{i}", "--slots", str(SLOTS),
                       "--workdir", str(self.dir / f"real{i}"), "--heartbeat", "0.5", "--containment",
                       "process-group", "--log-level", "WARNING"], self.dir / f"real{i}.log", env)
             p.start()
             self.real.append(p)
         n = self.agents - REAL_AGENTS
         if n:
-            self.light = Proc([*CLI, "agent", "--master", self.url, "--name", "light", "--count", str(n),
+            self.light = Proc([*self._in("light"), *CLI, "agent", "--master", self.url, "--name", "light", "--count", str(n),
                                "--slots", str(SLOTS), "--light", "--workdir", str(self.dir / "light"),
                                "--heartbeat", "0.5", "--log-level", "WARNING"], self.dir / "light.log", env)
             self.light.start()
@@ -200,14 +244,19 @@ class Soak:
             time.sleep(0.2)
         raise RuntimeError("the agents did not all register")
 
-    def teardown(self) -> None:
+    def teardown(self) -> list[str]:
+        """Stop everything this run started and remove what it made; what could not be removed."""
         self._kill_tagged()
         for p in [*self.real, self.light, self.master]:
             if p is not None:
                 p.kill()
         self._kill_tagged()
+        left: list[str] = []
+        if self.net is not None:  # after the processes: a namespace lives while a process is in it
+            left = self.net.close()
         with contextlib.suppress(Exception):
             self._drop_postgres()
+        return left
 
     def _activity_processes(self) -> list[Any]:
         """The processes the real agents run (their own process groups, so not killed with them)."""
@@ -227,7 +276,10 @@ class Soak:
                 p.kill()
         for p in psutil.process_iter(["pid"]):
             with contextlib.suppress(psutil.Error):
-                if p.pid != os.getpid() and p.environ().get("APPORTION_SOAK") == self.tag:
+                env = p.environ()
+                # this run's agents, and its activities' processes (an agent SIGKILLed leaves them to init)
+                if p.pid != os.getpid() and (env.get("APPORTION_SOAK") == self.tag
+                                             or env.get("APPORTION_MASTER") == self.url):
                     p.kill()
 
     def _auth(self, token: str | None = None) -> dict[str, str]:
@@ -262,6 +314,11 @@ class Soak:
         if isinstance(got, int):
             with self.seen.lock:
                 self.seen.ids[kind].append(got)
+                key = (threading.get_ident(), kind)
+                last = self.seen.last_id.get(key)
+                self.seen.last_id[key] = got
+            if last is not None and got <= last:
+                self.seen.violation(f"ids: a {kind} id went down: {got} after {last}, for the same caller")
         return got
 
     # -- the workload ----------------------------------------------------------------------
@@ -317,7 +374,7 @@ class Soak:
             hosts = [h for h, n in r.json()["hosts"].items() if n > 0]
             if hosts:
                 host = rng.choice(hosts)
-                argv = ["sleep", f"{rng.uniform(0.2, 2.0):.2f}"] if host.startswith("real") else ["true"]
+                argv = self._argv(rng) if host.startswith("real") else ["true"]
                 self._made("activity", self.call(c, "POST", f"/v1/allocations/{aid}/activities",
                                                  json={"host": host, "argv": argv}))
         elif roll < 0.8:
@@ -327,6 +384,17 @@ class Soak:
                 self.call(c, "POST", f"/v1/activities/{act}/kill")
         else:
             self.call(c, "GET", "/v1/hosts")
+
+    @staticmethod
+    def _argv(rng: random.Random) -> list[str]:
+        """A real host's activity: mostly short; some run past a partition or a loss, and some of
+        those ignore SIGTERM (they end at the kill grace's SIGKILL)."""
+        roll = rng.random()
+        if roll < 0.7:
+            return ["sleep", f"{rng.uniform(0.2, 2.0):.2f}"]
+        if roll < 0.9:
+            return ["sleep", f"{rng.uniform(3, 12):.2f}"]
+        return ["sh", "-c", f"trap '' TERM; exec sleep {rng.uniform(3, 12):.2f}"]
 
     def events(self, client: int) -> None:
         """Read the client's events as a client does (long poll), to the end."""
@@ -382,6 +450,51 @@ class Soak:
                         self.rng.choice(procs).kill()
                         self.restarts["process"] += 1
 
+    def partition(self) -> None:
+        """Cut a random namespace's link now and then, for a random time, and heal it; at most two
+        cut at once. A third of the cuts are shorter than the missed-heartbeat limit (1.5 s here), a
+        third go past it, a third past the master's --host-lost-after as the soak sets it."""
+        healing: dict[str, float] = {}
+        lost_after = self.lost_after_used or 6.0
+        next_cut = time.monotonic() + self.rng.uniform(2, 5)
+        while not self.stop.wait(0.1):
+            now = time.monotonic()
+            for g, at in list(healing.items()):
+                if now >= at:
+                    self._heal(g)
+                    del healing[g]
+            if now >= next_cut and len(healing) < 2:
+                kind = self.rng.choice(["short", "missed", "lost"])
+                free = [g for g in self.net.groups if g not in healing]
+                busy = [g for g in free if g in self.live.hosts_running()]
+                # a long cut goes where processes run, mostly: that is where a host coming back matters
+                g = self.rng.choice(busy if busy and kind != "short" and self.rng.random() < 0.8 else free)
+                seconds = {"short": self.rng.uniform(0.3, 1.0), "missed": self.rng.uniform(2.0, lost_after - 1),
+                           "lost": self.rng.uniform(lost_after + 2, lost_after + 8)}[kind]
+                try:
+                    self.net.cut_link(g)
+                except RuntimeError as e:
+                    self.seen.violation(f"partitions: {e}")
+                    continue
+                self.cuts[kind] += 1
+                self.longest_cut = max(self.longest_cut, seconds)
+                healing[g] = now + seconds
+                next_cut = now + self.rng.uniform(3, 8)
+        for g in list(healing):
+            self._heal(g)
+
+    def _heal(self, group: str) -> None:
+        try:
+            self.net.heal(group)
+        except RuntimeError as e:
+            self.seen.violation(f"partitions: {e}")
+
+    def check_live(self) -> None:
+        """The live-process check (bench/soak_live.py), a few times a second to the end."""
+        with httpx.Client(base_url=self.url, headers=self._auth(), timeout=10) as c:
+            while not self.stop.wait(0.25):
+                self.live.sample(c)
+
     def watch(self) -> None:
         """The master's memory, and every host's slots as the API shows them."""
         import psutil
@@ -414,7 +527,7 @@ class Soak:
                     kw = {**kw, "headers": {**kw.get("headers", {}), **self._auth()}}
                 try:
                     r = c.request(method, path, **kw) if name != "chunked" else soak_corpus.chunked(
-                        self.port, self.token)
+                        self.port, self.token, host=self.url.split("//")[1].rsplit(":", 1)[0])
                 except httpx.HTTPError:
                     continue
                 status = r if isinstance(r, int) else r.status_code
@@ -428,9 +541,14 @@ class Soak:
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        from apportion.bench.soak_live import LiveCheck
+
         started = time.monotonic()
+        self.live = LiveCheck({f"real{i}": self.dir / f"real{i}" for i in range(REAL_AGENTS)},
+                              {f"real{i}": SLOTS for i in range(REAL_AGENTS)}, self.url)
         threads = [threading.Thread(target=self.tenant, args=(i,), daemon=True) for i in range(8)]
-        threads += [threading.Thread(target=f, daemon=True) for f in (self.chaos, self.watch, self.hostile)]
+        jobs = [self.chaos, self.watch, self.hostile, self.check_live] + ([self.partition] if self.net else [])
+        threads += [threading.Thread(target=f, daemon=True) for f in jobs]
         for t in threads:
             t.start()
         self.stop.wait(self.minutes * 60)
@@ -473,6 +591,9 @@ class Soak:
                 s.violation(f"audit: {len(absent)} writes answered 2xx have no audit row (e.g. {absent[:3]})")
             audit_rows = len(audited)
         engine.dispose()
+        if self.live is not None:
+            for v in self.live.finish():
+                s.violation(v)
         for kind, ids in s.ids.items():
             if len(ids) != len(set(ids)):
                 dup = [i for i, n in Counter(ids).items() if n > 1][:5]
@@ -486,6 +607,9 @@ class Soak:
             "requests": sum(s.statuses.values()), "hostile": s.hostile, "5xx": five,
             "unavailable": s.unavailable, "statuses": {str(k): v for k, v in sorted(s.statuses.items())},
             "restarts": dict(self.restarts), "ids": {k: len(v) for k, v in s.ids.items()},
+            "partitions": ({"cuts": dict(self.cuts), "longest_s": round(self.longest_cut, 1),
+                            "host_lost_after": self.lost_after_used} if self.net is not None else None),
+            "live": self.live.figures() if self.live is not None else None,
             "events_checked": sum(len(v) for v in s.events.values()), "writes_audited": len(s.writes_ok),
             "audit_rows": audit_rows, "rss_mb_max": round(max((r[2] for r in self.rss), default=0.0), 1),
             "rss_growth_mb": round(growth, 1), "violations": s.violations,
@@ -504,27 +628,68 @@ class Soak:
         return growth
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def run_soak(minutes: float, db: str = "sqlite", agents: int = 20, seed: int = 18, rss_limit: float = 50.0,
-             workdir: Path | None = None) -> dict[str, Any]:
-    """The soak (module docstring); its figures and every violation found."""
-    with tempfile.TemporaryDirectory(prefix="apportion-soak-") as tmp:
-        soak = Soak(Path(workdir or tmp), minutes, db, agents, seed, rss_limit)
-        try:
-            soak.setup()
-            return soak.run()
-        finally:
-            soak.teardown()
+             workdir: Path | None = None, partitions: bool = False,
+             host_lost_after: float | None = 6.0) -> dict[str, Any]:
+    """The soak (module docstring); its figures and every violation found.
+
+    With ``partitions`` it needs root and ``ip`` (bench/netns.Unavailable says why not). SIGTERM
+    and SIGHUP end it as Ctrl-C does: every process it started is stopped and every namespace,
+    veth pair and address it made is removed. ``host_lost_after`` goes to the master only where
+    ``apportion server`` takes that option."""
+    if partitions:
+        from apportion.bench.netns import Unavailable, unavailable
+
+        why = unavailable()
+        if why:
+            raise Unavailable(why)
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, _interrupted) for s in (signal.SIGTERM, signal.SIGHUP)} if main else {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="apportion-soak-") as tmp:
+            soak = Soak(Path(workdir or tmp), minutes, db, agents, seed, rss_limit, partitions=partitions,
+                        host_lost_after=host_lost_after)
+            result: dict[str, Any] = {}
+            try:
+                soak.setup()
+                result = soak.run()
+            finally:
+                for s in old:  # a second signal does not stop the cleaning up
+                    signal.signal(s, signal.SIG_IGN)
+                soak.stop.set()
+                left = soak.teardown()
+                if left and result:
+                    result["violations"].append(f"cleanup: left behind: {left}")
+            return result
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def render(console: Any, machine: dict[str, Any], r: dict[str, Any]) -> None:
     """The soak's figures and verdict, for a terminal."""
     console.print(f"[bold]apportion bench soak[/]: {r['minutes']} min on {r['db']}, {r['agents']} agents "
-                  f"({machine.get('cpus', '?')} CPUs)", highlight=False)
+                  f"({machine.get('logical_cpus', '?')} CPUs)", highlight=False)
     console.print(f"requests {r['requests']:,} ({r['hostile']:,} hostile), 5xx {r['5xx']}, unavailable while "
                   f"restarting {r['unavailable']:,}; kills {r['restarts']}", highlight=False)
     console.print(f"ids given {r['ids']}; events checked {r['events_checked']:,}; writes audited "
                   f"{r['writes_audited']:,} ({r['audit_rows']:,} audit rows)", highlight=False)
     console.print(f"master RSS max {r['rss_mb_max']} MB, growth {r['rss_growth_mb']} MB", highlight=False)
+    if r.get("partitions"):
+        p = r["partitions"]
+        lost = f"{p['host_lost_after']:g} s" if p["host_lost_after"] is not None else "not an option of this master"
+        console.print(f"partitions: cuts {p['cuts']}, longest {p['longest_s']} s; --host-lost-after {lost}",
+                      highlight=False)
+    if r.get("live"):
+        v = r["live"]
+        console.print(f"live processes checked against holdings: {v['samples']:,} samples, {v['processes']:,} "
+                      f"processes (at most {v['most_at_once']} at once, {v['not_in_state_file']} not in their "
+                      f"agent's state file{', e.g. ' if v['not_in_state_file_e_g'] else ''}"
+                      f"{'; '.join(v['not_in_state_file_e_g'][:3])})", highlight=False)
     if r["violations"]:
         console.print(f"[red]{len(r['violations'])} violation(s)[/]:")
         for v in r["violations"]:

@@ -71,13 +71,13 @@ def cases() -> list[tuple[str, str, str, dict[str, Any], str | None]]:
     return out
 
 
-def chunked(port: int, token: str | None, total: int = 5 << 20) -> int:
+def chunked(port: int, token: str | None, total: int = 5 << 20, host: str = "127.0.0.1") -> int:
     """A chunked body past the limit; the status the master answers with (0: none)."""
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s = socket.create_connection((host, port), timeout=30)
     except OSError:
         return 0
-    head = ["POST /v1/allocations HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json",
+    head = ["POST /v1/allocations HTTP/1.1", f"Host: {host}:{port}", "Content-Type: application/json",
             "Transfer-Encoding: chunked"] + ([f"Authorization: Bearer {token}"] if token else [])
     piece = b"x" * (1 << 16)
     frame = b"%x\r\n" % len(piece) + piece + b"\r\n"

@@ -454,19 +454,38 @@ def soak(
     seed: int = typer.Option(18, "--seed", help="The random faults' and workload's seed."),
     workdir: Path | None = typer.Option(None, "--workdir", help="Keep the logs and the SQLite file here "
                                         "(default: a temporary directory, removed after)."),
+    partitions: bool = typer.Option(False, "--partitions", help="Run the agents in network namespaces of their "
+                                    "own, joined to the master's by veth pairs, and cut and heal their links at "
+                                    "random (needs root and iproute2's ip; everything made is removed after)."),
+    host_lost_after: float = typer.Option(6.0, "--host-lost-after", min=1.0, help="Passed to the master, where "
+                                          "it takes this option: seconds a host may stay unreachable before what "
+                                          "ran there is lost."),
     json_out: bool = _JSON,
 ) -> None:
-    """A real master under mixed work, SIGKILLs of master, agents and processes, and hostile
-    requests; then every invariant checked from the store and what clients saw (exit 1 on a
-    violation). docs/performance.md, "Soak"."""
+    """A real master under mixed work, SIGKILLs of master, agents and processes, network partitions
+    (--partitions) and hostile requests; then every invariant checked from the store, the agents'
+    own lists of live processes and what clients saw (exit 1 on a violation). docs/performance.md,
+    "Hardening: the soak"."""
     from apportion.bench.machine import machine_info
     from apportion.bench.soak import render, run_soak
 
     if db not in ("sqlite", "postgres"):
         raise typer.BadParameter("sqlite or postgres", param_hint="--db")
+    if partitions:
+        from apportion.bench.netns import unavailable
+
+        why = unavailable()
+        if why:
+            typer.echo(f"Error: {why}", err=True)
+            raise typer.Exit(2)
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-    result = run_soak(minutes, db=db, agents=agents, seed=seed, workdir=workdir)
+    try:
+        result = run_soak(minutes, db=db, agents=agents, seed=seed, workdir=workdir, partitions=partitions,
+                          host_lost_after=host_lost_after)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: what the soak started is stopped, and what it made is removed", err=True)
+        raise typer.Exit(130) from None
     _emit(machine_info(), result, json_out, render)
     if result["violations"]:
         raise typer.Exit(1)
