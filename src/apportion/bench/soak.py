@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -111,6 +112,10 @@ class Seen:
 class Soak:
     def __init__(self, workdir: Path, minutes: float, db: str, agents: int, seed: int, rss_limit: float) -> None:
         self.dir = workdir
+        # the real agents' work directories: where their execution users can reach them (0711), as a
+        # root agent refuses to start in one under a directory they cannot pass (pytest's tmp_path)
+        self.agents_dir = Path(tempfile.mkdtemp(prefix="apportion-soak-agents-"))
+        os.chmod(self.agents_dir, 0o711)
         self.minutes = minutes
         self.agents = max(agents, REAL_AGENTS)
         self.rng = random.Random(seed)
@@ -181,7 +186,7 @@ class Soak:
         env = {"APPORTION_TOKEN": self.token, "APPORTION_SOAK": self.tag}
         for i in range(REAL_AGENTS):
             p = Proc([*CLI, "agent", "--master", self.url, "--name", f"real{i}", "--slots", str(SLOTS),
-                      "--workdir", str(self.dir / f"real{i}"), "--heartbeat", "0.5", "--containment",
+                      "--workdir", str(self.agents_dir / f"real{i}"), "--heartbeat", "0.5", "--containment",
                       "process-group", "--log-level", "WARNING"], self.dir / f"real{i}.log", env)
             p.start()
             self.real.append(p)
@@ -206,6 +211,7 @@ class Soak:
             if p is not None:
                 p.kill()
         self._kill_tagged()
+        shutil.rmtree(self.agents_dir, ignore_errors=True)
         with contextlib.suppress(Exception):
             self._drop_postgres()
 
