@@ -77,7 +77,10 @@ def lock_workdir(workdir: Path) -> IO[str]:
     (workdir / ACTIVITIES).mkdir(mode=0o711, exist_ok=True)
     for d in (workdir, workdir / ACTIVITIES):
         os.chmod(d, 0o711)
-    fd = os.open(workdir / "agent.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(workdir / "agent.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:  # a link planted there (O_NOFOLLOW), a read-only file system
+        raise ground.GroundProblem(f"cannot open {workdir / 'agent.lock'}: {e.strerror}") from None
     os.fchmod(fd, 0o600)  # one an older agent left keeps its mode otherwise
     f = os.fdopen(fd, "w")
     try:

@@ -113,6 +113,7 @@ class ProcessRunner:
         self.removals: dict[int, float] = statefile.load_removals(workdir)  # activity -> when its directory goes
         self._remove_at = -1e9
         self._remover: threading.Thread | None = None
+        self._gone_left = True  # activities/.gone-* may be there (a removal an earlier agent did not finish)
         self.entries: dict[int, Entry] = statefile.load(workdir)
         self.live: dict[int, _Live] = {}
         self._legacy: ProcessGroup | None = None  # for what an agent with another containment started
@@ -290,16 +291,17 @@ class ProcessRunner:
                 os.rename(self.activity_dir(aid), self.workdir / "activities" / f"{GONE}{aid}-{time.time_ns()}")
             except FileNotFoundError:
                 pass
-            except OSError as e:
+            except OSError as e:  # said once: it is not tried again
                 log.warning("activity %d: its directory cannot be moved aside to be removed: %s", aid, e)
-                continue
             del self.removals[aid]
+            self._gone_left = True
         if due:
             try:
                 self._save()
             except OSError as e:
                 log.warning("the state file could not be written: %s", e)
-        if self._remover is None or not self._remover.is_alive():
+        if self._gone_left and (self._remover is None or not self._remover.is_alive()):
+            self._gone_left = False
             try:
                 gone = [n for n in os.listdir(self.workdir / "activities") if n.startswith(GONE)]
             except OSError:
