@@ -167,7 +167,8 @@ def test_start_is_idempotent_and_forget_clears(runner: ProcessRunner) -> None:
     runner.forget(1)
     assert runner.reports({})[0] == []
     assert statefile.load(runner.workdir) == {}
-    assert not runner.activity_dir(1).exists()
+    # its directory stays for the retention (test_activity_dirs.py), then goes
+    assert runner.activity_dir(1).exists() and set(statefile.load_removals(runner.workdir)) == {1}
 
 
 def test_stop_of_an_unknown_activity_reports_it_ended(runner: ProcessRunner) -> None:

@@ -87,7 +87,8 @@ def test_a_daemon_dies_on_kill_reclaim_and_release(tmp_path: Path, containment: 
             assert gone(older_daemon), "B was granted the slot while the released activity's daemon ran"
             assert grant["id"] > _ended(c, a, older)["id"]
             done = c.get(f"/v1/activities/{older}").json()
-            assert done["user"] == "nobody" and done["usage"]["cpu_seconds"] >= 0
+            # no execution user in the plan: a uid of the consumer's own (--dynamic-users)
+            assert done["user"] == f"dynamic-{done['uid']}" and done["usage"]["cpu_seconds"] >= 0
     finally:
         agent.kill(15)
         m.proc.kill()

@@ -14,12 +14,14 @@ from typing import IO
 
 import httpx
 
+from apportion.agent import ground, users
+from apportion.agent.dynamic import DynamicUsers
 from apportion.agent.facts import AttributeValue, gather
 from apportion.agent.light import LightRunner
 from apportion.agent.link import MasterLink
 from apportion.agent.loop import Agent
 from apportion.agent.protocol import Runner
-from apportion.agent.runner import DEFAULT_PIDS_LIMIT, DEFAULT_UNKILLABLE_TIMEOUT, ProcessRunner
+from apportion.agent.runner import DEFAULT_PIDS_LIMIT, DEFAULT_RETENTION, DEFAULT_UNKILLABLE_TIMEOUT, ProcessRunner
 from apportion.agent.users import UserPolicy
 
 log = logging.getLogger("apportion.agent")
@@ -43,12 +45,18 @@ class AgentConfig:
     pids_limit: int | None = DEFAULT_PIDS_LIMIT  # processes an activity may have at once
     cpu_cap: float | None = None  # cores per slot an activity may use at most (None: weights only)
     unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT  # seconds past SIGKILL before "unkillable"
+    retention: float = DEFAULT_RETENTION  # seconds an activity's directory stays once the master forgot it
+    disk_per_slot: int | None = None  # bytes an activity's directory may take per slot (None: no limit)
 
     def names(self) -> list[str]:
         return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
 
+    def base_dir(self) -> Path:
+        """The work directory, or the one above the N agents' own: where the dynamic uids are kept."""
+        return self.workdir or Path("apportion-agent") / self.name
+
     def workdir_of(self, name: str) -> Path:
-        base = self.workdir or Path("apportion-agent") / self.name
+        base = self.base_dir()
         return base if self.count == 1 else base / name
 
 
@@ -63,12 +71,18 @@ def lock_workdir(workdir: Path) -> IO[str]:
     """An exclusive lock on WORKDIR/agent.lock, held while the returned file stays open.
 
     The work directory and its activities/ are the agent's, mode 0711: execution users pass
-    through them to their activity's own directory (0700, theirs) but list and write nothing there."""
+    through them to their activity's own directory (0700, theirs) but list and write nothing there.
+    The lock file is the agent's alone (0600)."""
     workdir.mkdir(mode=0o711, parents=True, exist_ok=True)
     (workdir / ACTIVITIES).mkdir(mode=0o711, exist_ok=True)
     for d in (workdir, workdir / ACTIVITIES):
         os.chmod(d, 0o711)
-    f = open(workdir / "agent.lock", "w")
+    try:
+        fd = os.open(workdir / "agent.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:  # a link planted there (O_NOFOLLOW), a read-only file system
+        raise ground.GroundProblem(f"cannot open {workdir / 'agent.lock'}: {e.strerror}") from None
+    os.fchmod(fd, 0o600)  # one an older agent left keeps its mode otherwise
+    f = os.fdopen(fd, "w")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -81,17 +95,25 @@ async def serve(config: AgentConfig) -> None:
     """Run the configured agents until cancelled, or until SIGTERM / SIGINT."""
     with ExitStack() as stack:
         runners: list[Runner] = []
+        dynamic: DynamicUsers | None = None  # one set of uids for every agent of this process
         for name in config.names():
             if config.light:
                 runners.append(LightRunner())
             else:
                 workdir = config.workdir_of(name)
                 stack.enter_context(lock_workdir(workdir))
+                if dynamic is None and config.policy.dynamic is not None and users.is_root():
+                    dynamic = DynamicUsers(config.base_dir(), *config.policy.dynamic)
                 runner = ProcessRunner(workdir, masters=config.masters, policy=config.policy,
                                        containment=config.containment, pids_limit=config.pids_limit,
-                                       cpu_cap=config.cpu_cap, unkillable_timeout=config.unkillable_timeout)
+                                       cpu_cap=config.cpu_cap, unkillable_timeout=config.unkillable_timeout,
+                                       dynamic=dynamic, retention=config.retention,
+                                       disk_per_slot=config.disk_per_slot)
                 stack.callback(runner.close)  # its cgroup subtree goes if nothing runs in it
                 runners.append(runner)
+                ground.check(workdir / ACTIVITIES, config.policy)  # GroundProblem stops the agent
+        if not config.light and not users.is_root():
+            log.info("not root: every activity runs as %s (no dynamic users)", users.agent_identity().name)
         facts = gather(config.slots, config.memory, config.attributes)
         async with AsyncExitStack() as clients:
             agents: list[Agent] = []

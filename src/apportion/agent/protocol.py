@@ -39,7 +39,7 @@ class StartLimits:
 
 @dataclass(frozen=True)
 class Start:
-    """`{"op": "start", "activity", "allocation", "argv", "env", "cwd", "slots", "user", "limits"}`."""
+    """`{"op": "start", "activity", "allocation", "argv", "env", "cwd", "slots", "user", "consumer", "limits"}`."""
 
     activity: int
     argv: list[str]
@@ -47,7 +47,8 @@ class Start:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     slots: int = 1
-    user: str | None = None  # the execution user the master resolved; None: the agent's --default-user
+    user: str | None = None  # the execution user the master resolved; None: the consumer's dynamic uid
+    consumer: str | None = None  # the allocation's consumer path (a dynamic uid is per consumer)
     limits: StartLimits = field(default_factory=StartLimits)
 
     @classmethod
@@ -62,10 +63,14 @@ class Start:
         user = c.get("user")
         if user is not None and not isinstance(user, str):
             raise ValueError("user: a string or null")
+        consumer = c.get("consumer")
+        if consumer is not None and (not isinstance(consumer, str) or not consumer.startswith("/")
+                                     or "\x00" in consumer):
+            raise ValueError("consumer: a consumer path (/...) or null")
         return cls(activity=int(c["activity"]), argv=list(argv),
                    allocation=None if allocation is None else int(allocation),
                    env={str(k): str(v) for k, v in env.items()}, cwd=c.get("cwd") or None,
-                   slots=int(c.get("slots") or 1), user=user or None,
+                   slots=int(c.get("slots") or 1), user=user or None, consumer=consumer,
                    limits=StartLimits.from_json(c.get("limits")))
 
 

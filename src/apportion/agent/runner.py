@@ -15,6 +15,10 @@ timeout make the activity report "unkillable". The kernel's OOM kill in its cgro
 the activity's working directory unless the master names one. The state file (statefile.py) keeps
 what runs, so a runner made again on the same work directory (after the agent restarted) adopts
 what still runs there, and reports the others as exited with no code.
+
+An activity's directory goes, with whatever its processes left there, `retention` seconds after
+the master forgot the activity (it holds the output's tail by then). With a disk limit per slot,
+a running activity whose directory grows past it is killed, and says why (disk.py).
 """
 
 from __future__ import annotations
@@ -22,15 +26,19 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import shutil
 import subprocess
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from apportion.agent import statefile, tails, users
 from apportion.agent.containment import Box, Containment, Limits, choose
 from apportion.agent.containment.alien import alien_pids, system_uids
 from apportion.agent.containment.procgroup import ProcessGroup
+from apportion.agent.disk import DiskWatch
+from apportion.agent.dynamic import DynamicUsers
 from apportion.agent.environment import clean_env
 from apportion.agent.groups import is_alive, process_create_time
 from apportion.agent.protocol import Json, OutputMark, Start
@@ -48,6 +56,9 @@ USAGE_EVERY = 1.0  # seconds between two reads of an activity's usage
 ALIEN_EVERY = 5.0  # seconds between two counts of alien processes
 KILL_AGAIN = 0.2  # seconds between two SIGKILLs to what is still there
 ADOPTED_EVERY = 0.5  # seconds between two looks at a leader adopted after a restart
+DEFAULT_RETENTION = 600.0  # seconds an activity's directory stays after the master forgot it
+REMOVE_EVERY = 1.0  # seconds between two looks for directories due to go
+GONE = ".gone-"  # activities/.gone-ID-N: a directory being removed
 
 
 @dataclass
@@ -63,6 +74,7 @@ class _Live:
     last_kill: float = 0.0
     leader_status: tuple[str, int | None, int | None] | None = None  # the leader's end, once reaped
     next_look: float = 0.0  # an adopted leader: when to look whether it still runs
+    evicted: str | None = None  # why the agent killed it (its directory over the disk limit)
 
 
 def mib(n: int | None) -> str:
@@ -72,21 +84,36 @@ def mib(n: int | None) -> str:
 class ProcessRunner:
     def __init__(self, workdir: Path, masters: list[str] | None = None, policy: UserPolicy | None = None,
                  containment: str | Containment = "auto", pids_limit: int | None = DEFAULT_PIDS_LIMIT,
-                 cpu_cap: float | None = None, unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT) -> None:
-        """`cpu_cap`: cores per slot an activity may use at most (None: no hard cap, only weights)."""
+                 cpu_cap: float | None = None, unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT,
+                 dynamic: DynamicUsers | None = None, retention: float = DEFAULT_RETENTION,
+                 disk_per_slot: int | None = None, disk_every: float | None = None) -> None:
+        """`cpu_cap`: cores per slot an activity may use at most (None: no hard cap, only weights).
+        `dynamic`: the consumers' uids (default: kept in `workdir`, from the policy's range, when
+        root). `retention`: seconds an activity's directory stays once forgotten. `disk_per_slot`:
+        bytes its directory may take per slot (None: no limit)."""
         self.workdir = workdir
         self.masters = list(masters or [])  # told to the processes (APPORTION_MASTER): DUCC's work loop calls it
         self.policy = policy or UserPolicy()
+        self.retention = max(0.0, retention)
+        self.disk_per_slot = disk_per_slot
+        self.disk = DiskWatch(disk_every)
         self.pids_limit = pids_limit
         self.cpu_cap = cpu_cap
         self.unkillable_timeout = unkillable_timeout
         self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)  # output may hold secrets
+        if dynamic is None and self.policy.dynamic is not None and users.is_root():
+            dynamic = DynamicUsers(workdir, *self.policy.dynamic)
+        self.dynamic = dynamic
         self.containment = containment if isinstance(containment, Containment) else choose(containment, workdir)
         log.info("containment: %s", self.containment.level)
         self._system_uids = system_uids(self.policy.allowed_system_users)
         self._usage_at = -1e9
         self._alien_at = -1e9
         self._alien = 0
+        self.removals: dict[int, float] = statefile.load_removals(workdir)  # activity -> when its directory goes
+        self._remove_at = -1e9
+        self._remover: threading.Thread | None = None
+        self._gone_left = True  # activities/.gone-* may be there (a removal an earlier agent did not finish)
         self.entries: dict[int, Entry] = statefile.load(workdir)
         self.live: dict[int, _Live] = {}
         self._legacy: ProcessGroup | None = None  # for what an agent with another containment started
@@ -100,12 +127,14 @@ class ProcessRunner:
             e = self.entries[aid]
             if alive or not box.empty():
                 self.live[aid] = _Live(proc=None, box=box)
+                self._watch_disk(aid, e.disk)
                 log.info("activity %d: adopted pid %d", aid, e.pid)
             else:
                 e.state, e.exit_code, e.signal = "exited", None, None
                 box.remove()
                 log.info("activity %d: pid %d is gone", aid, e.pid)
         self.containment.sweep({live.box.key for live in self.live.values()})
+        self._orphans()
         self._save()
 
     def _adopt(self, aid: int, e: Entry, pid: int) -> Box:
@@ -151,12 +180,15 @@ class ProcessRunner:
             self._failed(cmd.activity, f"cannot start {cmd.argv[0]!r} on {host}: {why}")
 
     def _start(self, cmd: Start, host: str) -> None:
-        run_as = users.resolve(cmd.user, self.policy, host)
+        run_as = users.resolve(cmd.user, self.policy, host, cmd.consumer, self.dynamic)
         adir = self.activity_dir(cmd.activity)
+        if run_as.dynamic:
+            run_as = replace(run_as, home=str(adir))  # no passwd entry, no home of its own: its directory
         adir.parent.mkdir(mode=0o711, parents=True, exist_ok=True)  # users pass through to their own only
         users.prepare_dir(adir, run_as)
         limits = Limits(memory=cmd.limits.memory, swap=cmd.limits.swap, cpu_weight=cmd.limits.cpu_weight,
                         cpu_cap=None if self.cpu_cap is None else self.cpu_cap * cmd.slots, pids=self.pids_limit)
+        disk = None if self.disk_per_slot is None else self.disk_per_slot * max(1, cmd.slots)
         box = self.containment.create(cmd.activity, limits)
         try:
             told = {"APPORTION_ALLOCATION": "" if cmd.allocation is None else str(cmd.allocation),
@@ -176,8 +208,9 @@ class ProcessRunner:
         self.entries[cmd.activity] = Entry(
             allocation=cmd.allocation, pid=proc.pid, create_time=process_create_time(proc.pid) or 0.0,
             state="running", box=f"{self.containment.level}/{box.key}", user=run_as.name, uid=run_as.uid,
-            limits=box.applied(), usage=None)
+            limits=box.applied(), usage=None, disk=disk)
         self.live[cmd.activity] = _Live(proc=proc, box=box)
+        self._watch_disk(cmd.activity, disk)
         log.info("activity %d: started pid %d as %s", cmd.activity, proc.pid, run_as.name)
         try:
             self._save()
@@ -226,14 +259,81 @@ class ProcessRunner:
         if e is None or e.state == "running":
             return  # only an end is forgotten: a process that runs stays known until it is stopped
         del self.entries[activity]
+        self.removals[activity] = time.time() + self.retention  # its output's tail is in the master's store
         self._save()
-        adir = self.activity_dir(activity)
-        for stream in users.OUTPUT_STREAMS:
-            (adir / stream).unlink(missing_ok=True)
+        if self.retention == 0:
+            self._remove_due(force=True)
+
+    def _orphans(self) -> None:
+        """Activity directories nothing here knows of (a state file lost, an older agent's leftovers)
+        go after the retention too."""
         try:
-            adir.rmdir()  # only if the activity left nothing of its own there
+            names = os.listdir(self.workdir / "activities")
         except OSError:
-            pass
+            return
+        due = time.time() + self.retention
+        for name in names:
+            if name.isdigit() and int(name) not in self.entries and int(name) not in self.removals:
+                self.removals[int(name)] = due
+        self._remove_due(force=True)
+
+    def _remove_due(self, force: bool = False) -> None:
+        """Move the directories whose retention ran out aside (activities/.gone-ID-N, at once) and
+        remove them in a thread (a big tree takes a while; heartbeats must not wait)."""
+        now = time.monotonic()
+        if not force and now - self._remove_at < REMOVE_EVERY:
+            return
+        self._remove_at = now
+        wall = time.time()
+        due = [aid for aid, at in self.removals.items() if at <= wall and aid not in self.entries]
+        for aid in due:
+            try:
+                os.rename(self.activity_dir(aid), self.workdir / "activities" / f"{GONE}{aid}-{time.time_ns()}")
+            except FileNotFoundError:
+                pass
+            except OSError as e:  # said once: it is not tried again
+                log.warning("activity %d: its directory cannot be moved aside to be removed: %s", aid, e)
+            del self.removals[aid]
+            self._gone_left = True
+        if due:
+            try:
+                self._save()
+            except OSError as e:
+                log.warning("the state file could not be written: %s", e)
+        if self._gone_left and (self._remover is None or not self._remover.is_alive()):
+            self._gone_left = False
+            try:
+                gone = [n for n in os.listdir(self.workdir / "activities") if n.startswith(GONE)]
+            except OSError:
+                gone = []
+            if gone:
+                self._remover = threading.Thread(target=self._remove_gone, args=(gone,), name="apportion-remove",
+                                                 daemon=True)
+                self._remover.start()
+
+    def _remove_gone(self, names: list[str]) -> None:
+        for name in names:
+            # rmtree opens each directory relative to its parent and never follows a link: the tree
+            # was the activity's user's to shape
+            shutil.rmtree(self.workdir / "activities" / name,
+                          onerror=lambda f, p, e: log.warning("cannot remove %s: %s", p, e[1]))
+            log.info("removed %s", name)
+
+    def _watch_disk(self, aid: int, limit: int | None) -> None:
+        if limit is not None:
+            self.disk.watch(aid, self.activity_dir(aid), int(limit))
+
+    def _evict(self, now: float) -> None:
+        """Kill each activity whose directory went over its disk limit, saying why."""
+        for aid, used in self.disk.over().items():
+            live, e = self.live.get(aid), self.entries.get(aid)
+            if live is None or e is None or live.evicted is not None:
+                continue
+            limit = e.disk
+            live.evicted = e.reason = (f"disk: its directory {self.activity_dir(aid)} uses {mib(used)} MiB, over its "
+                                       f"limit {mib(limit)} MiB (--disk-per-slot)")
+            live.stopping, live.sent, live.kill_at = True, signal.SIGKILL, now
+            log.warning("activity %d: killed: %s", aid, live.evicted)
 
     def _refresh(self, boxes: list[Box] | None = None, force: bool = False) -> None:
         if boxes is None:
@@ -252,6 +352,8 @@ class ProcessRunner:
     def poll(self) -> bool:
         changed = False
         now = time.monotonic()
+        self._evict(now)
+        self._remove_due()
         # A leader this runner started ends as a child of the agent; an adopted one is looked at each time.
         children_ended = self._children_ended()
         for aid, live in self.live.items():
@@ -302,7 +404,10 @@ class ProcessRunner:
         assert live.leader_status is not None
         e.state, e.exit_code, e.signal = live.leader_status
         e.usage = box.usage().as_json()
-        if box.oom():
+        self.disk.unwatch(aid)
+        if live.evicted is not None:
+            e.state, e.exit_code, e.signal = "killed", None, int(signal.SIGKILL)
+        elif box.oom():
             e.state, e.exit_code, e.signal, e.oom = "killed", None, int(signal.SIGKILL), True
             limit = (e.limits or {}).get("memory")
             e.reason = f"out of memory: limit {mib(limit)} MiB, peak {mib(e.usage['memory_peak'])} MiB"
@@ -390,7 +495,8 @@ class ProcessRunner:
         else:
             for live in self.live.values():
                 live.box.close_enter()
+        self.disk.close()
         self.containment.close()
 
     def _save(self) -> None:
-        statefile.save(self.workdir, self.entries)
+        statefile.save(self.workdir, self.entries, self.removals)

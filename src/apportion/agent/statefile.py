@@ -5,6 +5,9 @@ old one, so a crash of the agent leaves either the old file or the new one. It i
 disk: what it describes are processes, and a crash of the host that could lose the file's last
 write ends them too. A file that cannot be read (a host crash mid-write) is set aside and the
 agent starts with none: what still runs in its containment is then found and stopped.
+
+Beside the activities, "removals" holds when each forgotten activity's directory is due to go
+(Unix time): the retention outlives an agent restart.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Entry:
     user: str | None = None
     uid: int | None = None
     limits: dict[str, Any] | None = None  # what the agent applied
+    disk: int | None = None  # bytes its directory may take (--disk-per-slot x slots); None: no limit
     usage: dict[str, Any] | None = None  # the last usage read
     oom: bool = False
     unkillable: bool = False
@@ -56,10 +60,21 @@ def load(workdir: Path) -> dict[int, Entry]:
         return {}
 
 
-def save(workdir: Path, entries: dict[int, Entry]) -> None:
+def load_removals(workdir: Path) -> dict[int, float]:
+    """Activity directories due to be removed, and when (Unix time); none from a file that cannot be read."""
+    try:
+        raw = json.loads((workdir / STATE_FILE).read_text()).get("removals", {})
+        return {int(k): float(v) for k, v in raw.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
+def save(workdir: Path, entries: dict[int, Entry], removals: dict[int, float] | None = None) -> None:
     path = workdir / STATE_FILE
     tmp = path.with_suffix(".tmp")
-    data = {"activities": {str(k): asdict(v) for k, v in sorted(entries.items())}}
+    data: dict[str, Any] = {"activities": {str(k): asdict(v) for k, v in sorted(entries.items())}}
+    if removals:
+        data["removals"] = {str(k): v for k, v in sorted(removals.items())}
     # 0600: it names every activity's user, limits and pid, and the work directory is 0711
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         os.fchmod(f.fileno(), 0o600)  # a file left by an older agent keeps its mode otherwise

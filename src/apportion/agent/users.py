@@ -1,10 +1,11 @@
 """Who an activity runs as: the agent's user policy, in the spirit of YARN's container-executor.cfg.
 
 A root agent switches to the activity's execution user (uid, gid, supplementary groups, HOME)
-before anything of the activity runs. The user is the one the master names, or else the
-agent's --default-user, and must pass the policy: a banned user is always refused, uid 0 is
-always refused, and a uid below --min-uid is refused unless the name is one of the
---allowed-system-users. A non-root agent cannot switch: it runs work only as itself, and
+before anything of the activity runs. The user is the one the master names; where it names none,
+a uid of the consumer's own from the --dynamic-users range (dynamic.py), or, with that range off
+(or no consumer named), the agent's --default-user. A named user must pass the policy: a banned
+user is always refused, uid 0 is always refused, and a uid below --min-uid is refused unless the
+name is one of the --allowed-system-users. A non-root agent cannot switch: it runs work only as itself, and
 refuses any other user.
 
 A refusal names the user, the host and the rule, so the master can give it as the activity's
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from apportion.agent.dynamic import DEFAULT_RANGE, DynamicUsers, name_of
+
 OUTPUT_STREAMS = ("stdout", "stderr")
 
 
@@ -29,6 +32,8 @@ class UserPolicy:
     min_uid: int = 1000
     banned_users: frozenset[str] = frozenset({"root"})
     allowed_system_users: frozenset[str] = frozenset({"nobody"})
+    # uids given to consumers that name no execution user (None: they run as default_user)
+    dynamic: tuple[int, int] | None = DEFAULT_RANGE
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class RunAs:
     gid: int
     groups: tuple[int, ...]  # supplementary groups
     home: str
+    dynamic: bool = False  # a consumer's uid from --dynamic-users (no passwd entry)
 
 
 class Refused(Exception):
@@ -86,13 +92,28 @@ def parse_names(text: str, flag: str) -> frozenset[str]:
     return names
 
 
-def resolve(requested: str | None, policy: UserPolicy, host: str) -> RunAs:
-    """The user an activity runs as; raises Refused naming the user, the host and the rule."""
+def dynamic_identity(uid: int, home: str = "/") -> RunAs:
+    """A dynamic user: no passwd entry, its primary group the gid of the same number, no other group."""
+    return RunAs(name=name_of(uid), uid=uid, gid=uid, groups=(uid,), home=home, dynamic=True)
+
+
+def resolve(requested: str | None, policy: UserPolicy, host: str, consumer: str | None = None,
+            dynamic: DynamicUsers | None = None) -> RunAs:
+    """The user an activity runs as; raises Refused naming the user, the host and the rule.
+
+    `consumer` is the activity's consumer path, for a uid of its own when no user is named (a
+    root agent with `dynamic` assignments)."""
     if not is_root():
         me = agent_identity()
         if requested is None or requested == me.name:
             return me
         raise Refused(requested, host, f"the agent runs as {me.name} without root: cannot run as {requested}")
+    if requested is None and consumer is not None and dynamic is not None:
+        uid = dynamic.uid_for(consumer)
+        if uid is None:
+            raise Refused(f"(none named for {consumer})", host,
+                          f"every uid of --dynamic-users {dynamic.lo}-{dynamic.hi} is taken")
+        return dynamic_identity(uid)
     name = policy.default_user if requested is None else requested
     if name in policy.banned_users:
         raise Refused(name, host, "banned user (--banned-users)")

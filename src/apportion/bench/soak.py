@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -134,6 +135,10 @@ class Soak:
         self.cuts = Counter()
         self.longest_cut = 0.0
         self.live: Any = None  # bench/soak_live.LiveCheck
+        # the real agents' work directories: where their execution users can reach them (0711), as a
+        # root agent refuses to start in one under a directory they cannot pass (pytest's tmp_path)
+        self.agents_dir = Path(tempfile.mkdtemp(prefix="apportion-soak-agents-"))
+        os.chmod(self.agents_dir, 0o711)
         self.minutes = minutes
         self.agents = max(agents, REAL_AGENTS)
         self.rng = random.Random(seed)
@@ -225,7 +230,7 @@ class Soak:
         env = {"APPORTION_TOKEN": self.token, "APPORTION_SOAK": self.tag}
         for i in range(REAL_AGENTS):
             p = Proc([*self._in(f"real{i}"), *CLI, "agent", "--master", self.url, "--name", f"real{i}", "--slots", str(SLOTS),
-                      "--workdir", str(self.dir / f"real{i}"), "--heartbeat", "0.5", "--containment",
+                      "--workdir", str(self.agents_dir / f"real{i}"), "--heartbeat", "0.5", "--containment",
                       "process-group", "--log-level", "WARNING"], self.dir / f"real{i}.log", env)
             p.start()
             self.real.append(p)
@@ -254,6 +259,7 @@ class Soak:
         left: list[str] = []
         if self.net is not None:  # after the processes: a namespace lives while a process is in it
             left = self.net.close()
+        shutil.rmtree(self.agents_dir, ignore_errors=True)
         with contextlib.suppress(Exception):
             self._drop_postgres()
         return left
@@ -544,7 +550,7 @@ class Soak:
         from apportion.bench.soak_live import LiveCheck
 
         started = time.monotonic()
-        self.live = LiveCheck({f"real{i}": self.dir / f"real{i}" for i in range(REAL_AGENTS)},
+        self.live = LiveCheck({f"real{i}": self.agents_dir / f"real{i}" for i in range(REAL_AGENTS)},
                               {f"real{i}": SLOTS for i in range(REAL_AGENTS)}, self.url)
         threads = [threading.Thread(target=self.tenant, args=(i,), daemon=True) for i in range(8)]
         jobs = [self.chaos, self.watch, self.hostile, self.check_live] + ([self.partition] if self.net else [])

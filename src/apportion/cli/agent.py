@@ -29,8 +29,9 @@ def _token(token_file: Path | None) -> str:
     return token
 
 
-def _policy(default_user: str, min_uid: int, banned: str, allowed: str) -> UserPolicy:
+def _policy(default_user: str, min_uid: int, banned: str, allowed: str, dynamic_users: str) -> UserPolicy:
     """The user policy the flags give; a bad name or a banned default user is refused, naming the flag."""
+    from apportion.agent.dynamic import parse_range
     from apportion.agent.users import UserPolicy, parse_names
 
     try:
@@ -39,13 +40,20 @@ def _policy(default_user: str, min_uid: int, banned: str, allowed: str) -> UserP
         defaults = parse_names(default_user, "--default-user")
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
+    try:
+        dynamic = parse_range(dynamic_users)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--dynamic-users") from None
+    if dynamic is not None and dynamic[0] < min_uid:
+        raise typer.BadParameter(f"{dynamic[0]}-{dynamic[1]} starts below --min-uid {min_uid}",
+                                 param_hint="--dynamic-users")
     if len(defaults) != 1 or "," in default_user:
         raise typer.BadParameter("one user name", param_hint="--default-user")
     (default,) = defaults
     if default in banned_users:
         raise typer.BadParameter(f"{default} is one of --banned-users", param_hint="--default-user")
     return UserPolicy(default_user=default, min_uid=min_uid, banned_users=banned_users,
-                      allowed_system_users=allowed_users)
+                      allowed_system_users=allowed_users, dynamic=dynamic)
 
 
 def agent_command(
@@ -68,7 +76,12 @@ def agent_command(
     count: int = typer.Option(1, "--count", min=1, help="Run N agents in this process, named NAME-0 .. "
                               "NAME-(N-1), each with its own heartbeat loop (with --light, for benchmarks)."),
     default_user: str = typer.Option("nobody", "--default-user", help="Run as root: the user an activity "
-                                     "runs as when the master names none."),
+                                     "runs as when the master names none and --dynamic-users is off."),
+    dynamic_users: str = typer.Option("61184-65519", "--dynamic-users", metavar="LO-HI|off", help="Run as root: "
+                                      "an activity whose plan names no execution user runs under a uid of its "
+                                      "consumer's own from this range (stable per consumer, no passwd entry, HOME "
+                                      "in its directory; systemd's DynamicUser range by default). off: they all "
+                                      "run as --default-user, sharing that account."),
     min_uid: int = typer.Option(1000, "--min-uid", min=0, help="Run as root: refuse execution users with a "
                                 "smaller uid, unless --allowed-system-users names them (uid 0 is always refused)."),
     banned_users: str = typer.Option("root", "--banned-users", metavar="NAME,...", help="Users never run as, "
@@ -86,21 +99,30 @@ def agent_command(
     unkillable_timeout: float = typer.Option(60.0, "--unkillable-timeout", min=0.01, help="Seconds processes "
                                              "may outlive SIGKILL before the activity is reported unkillable "
                                              "(the master then closes the host)."),
+    activity_retention: float = typer.Option(600.0, "--activity-retention", min=0, metavar="SECONDS",
+                                             help="How long an activity's directory, and what its processes "
+                                             "left there, stays after it ended and the master has its output "
+                                             "(0: removed at once)."),
+    disk_per_slot: float | None = typer.Option(None, "--disk-per-slot", min=0.001, metavar="GB", help="Disk an "
+                                               "activity's directory may take, per slot (GB of 2^30 bytes); past "
+                                               "it the activity is killed, with the reason (default: no limit)."),
     log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
     """Run an agent: register this host with the master, heartbeat, and start and stop its activities.
 
-    Run as root, the agent starts each activity as its execution user (or --default-user), never as
-    root, and refuses users its policy bans; run as another user, it runs every activity as itself."""
+    Run as root, the agent starts each activity as its execution user (or, where the plan names none,
+    a uid of its consumer's own from --dynamic-users), never as root, and refuses users its policy
+    bans; run as another user, it runs every activity as itself."""
     from apportion.agent.facts import parse_attributes
     from apportion.agent.containment import CHOICES, ContainmentUnavailable
+    from apportion.agent.ground import GroundProblem
     from apportion.agent.launch import AgentConfig, WorkdirBusy, run
 
     try:
         attributes = parse_attributes(attribute)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--attribute") from None
-    policy = _policy(default_user, min_uid, banned_users, allowed_system_users)
+    policy = _policy(default_user, min_uid, banned_users, allowed_system_users, dynamic_users)
     masters = [u.strip() for u in master.split(",") if u.strip()]
     if not masters:
         raise typer.BadParameter("no URL", param_hint="--master")
@@ -109,11 +131,12 @@ def agent_command(
     config = AgentConfig(masters=masters, name=name, token=_token(token_file), slots=slots, memory=memory,
                          attributes=attributes, workdir=workdir, heartbeat=heartbeat, light=light, count=count,
                          policy=policy, containment=containment, pids_limit=pids_limit or None,
-                         cpu_cap=cpu_cap, unkillable_timeout=unkillable_timeout)
+                         cpu_cap=cpu_cap, unkillable_timeout=unkillable_timeout, retention=activity_retention,
+                         disk_per_slot=None if disk_per_slot is None else int(disk_per_slot * 2**30))
     if containment not in CHOICES:
         raise typer.BadParameter(f"one of {', '.join(CHOICES)}", param_hint="--containment")
     try:
         run(config)
-    except (WorkdirBusy, ContainmentUnavailable) as e:
+    except (WorkdirBusy, ContainmentUnavailable, GroundProblem) as e:
         typer.echo(f"apportion agent: {e}", err=True)
         raise typer.Exit(2) from None

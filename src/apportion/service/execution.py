@@ -65,10 +65,15 @@ def ducc_limits(order: int, quantum: float) -> dict[str, int | None]:
 
 
 def ego_start(m: Master, a: ActivityPub) -> dict[str, Any]:
-    """What an EGO start command says beside the process: ``user`` and ``limits``."""
+    """What an EGO start command says beside the process: ``user``, ``consumer`` and ``limits``.
+
+    ``consumer`` is the allocation's consumer path: where no ``user`` is named, a root agent runs
+    the activity under a uid of that consumer's own (``--dynamic-users``), so two consumers never
+    share an account unless the plan names the same ``execution_user`` for both."""
     alloc = m.allocations.get(a.allocation)
     consumer = m.consumers.get(alloc.consumer) if alloc is not None else None
     return {"user": consumer.execution_user if consumer is not None else None,
+            "consumer": alloc.consumer if alloc is not None else None,
             "limits": ego_limits(m.hosts.get(a.host), a.slots, alloc.memory if alloc is not None else None)}
 
 
@@ -136,6 +141,8 @@ def report_into(m: Master, h: HostPub, a: ActivityPub, r: dict[str, Any], batch:
             a.stop_reason = (reason or "the agent could not start it")[:REASON_MAX]
         elif a.oom:
             a.stop_reason = (reason or "out of memory")[:REASON_MAX]
+        elif reason and a.stop_reason is None:  # the agent killed it itself (over its disk limit)
+            a.stop_reason = reason[:REASON_MAX]
     if r.get("unkillable") and h.closed_reason is None:
         close_unkillable(m, h, a, batch)
 
