@@ -148,7 +148,7 @@ def test_an_interrupted_soak_with_partitions_stops_everything_and_removes_its_na
         made = netns.Network([], pid=soak.pid)
         wait_until(lambda: len(made.leftovers()) >= 4 or soak.poll() is not None, 120, "the namespaces")
         # under way: activities have run on the agents in the namespaces
-        wait_until(lambda: any((work / f"real{i}" / "state.json").exists() for i in range(4))
+        wait_until(lambda: any((work / "agents" / f"real{i}" / "state.json").exists() for i in range(4))
                    or soak.poll() is not None, 120, "an activity to start")
         assert soak.poll() is None, soak.stdout.read().decode()
         soak.send_signal(signal.SIGTERM)

@@ -139,6 +139,9 @@ class Soak:
         # root agent refuses to start in one under a directory they cannot pass (pytest's tmp_path)
         self.agents_dir = Path(tempfile.mkdtemp(prefix="apportion-soak-agents-"))
         os.chmod(self.agents_dir, 0o711)
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "agents").unlink(missing_ok=True)
+        (workdir / "agents").symlink_to(self.agents_dir)  # where to look, from the soak's own folder
         self.minutes = minutes
         self.agents = max(agents, REAL_AGENTS)
         self.rng = random.Random(seed)
