@@ -204,6 +204,7 @@ def plan_diff_live(file: Path, master: str | None, token_file: Path | None, json
 
 _SHARE_COLUMNS = ("OWN", "SHARE", "ALLOC", "BORROWED", "LENT", "DEMAND", "SHORTFALL")
 _SHARE_FIELDS = ("owned", "deserved", "held", "borrowed", "lent", "demand", "shortfall")
+_SHARE_DROP = ("BORROWED", "SHORTFALL", "LENT", "OWN")  # left out first on a narrow terminal
 
 
 def _share_row(r: dict[str, Any]) -> list[Any]:
@@ -219,7 +220,8 @@ def consumer_list(master: Master = None, token_file: TokenFile = None, json_out:
     """Every consumer in every resource group (SHARE is what it deserves now, ALLOC what it holds)."""
     _run(master, token_file, json_out, lambda api: {"consumers": api.consumers()},
          lambda v: print_table(out, _table(None, ("CONSUMER", "GROUP", *_SHARE_COLUMNS),
-                                           ([r.get("consumer"), r.get("group"), *_share_row(r)] for r in v["consumers"]))))
+                                           ([r.get("consumer"), r.get("group"), *_share_row(r)] for r in v["consumers"])),
+                               _SHARE_DROP))
 
 
 @consumer_app.command("view")
@@ -234,7 +236,7 @@ def consumer_view(path: Annotated[str, typer.Argument(help="A consumer path, e.g
 
     def render(v: dict[str, Any]) -> None:
         print_table(out, _table(v["consumer"], ("GROUP", *_SHARE_COLUMNS),
-                                ([r.get("group"), *_share_row(r)] for r in v["groups"])))
+                                ([r.get("group"), *_share_row(r)] for r in v["groups"])), _SHARE_DROP)
         _print_allocations(v["allocations"], f"allocations of {v['consumer']} and below")
 
     _run(master, token_file, json_out, call, render)
@@ -259,7 +261,7 @@ def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
                       ([r.get("consumer"), *_share_row(r)] for r in v["consumers"]))
 
     if not watch:
-        _run(master, token_file, json_out, call, lambda v: print_table(out, table(v)))
+        _run(master, token_file, json_out, call, lambda v: print_table(out, table(v), _SHARE_DROP))
         return
     import contextlib
 
@@ -275,10 +277,10 @@ def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
                 except ApportionError as e:
                     raise _fail(e) from None
                 if live is not None:
-                    fit(out, t)
+                    fit(out, t, drop_first=_SHARE_DROP)
                     live.update(t, refresh=True)
                 else:
-                    print_table(out, t)
+                    print_table(out, t, _SHARE_DROP)
                     out.file.flush()
                 time.sleep(every)
         except KeyboardInterrupt:

@@ -98,8 +98,8 @@ def fit(console: Console, table: Table, width: int | None = None, drop_first: Se
             give = min(natural, least + spare)
             spare -= give - least
         column.width, column.min_width, column.max_width = give, give, give
-        column.overflow = "fold"
-        column.no_wrap = _whole(column)
+        # a number column is as wide as its widest cell, so its cells never wrap; its header may
+        column.overflow, column.no_wrap = "fold", False
     if dropped:
         note = (f"[dim]not shown at this width: {escape(', '.join(dropped))} (a wider terminal, a pipe or "
                 "--json shows every column)[/]")

@@ -121,7 +121,7 @@ def render(console: Console, snaps: list[dict[str, Any]], machines_limit: int = 
             if j["state"] != "running" or j["held"] != j["counted"]:
                 notes.append(f"  {jid}: {j['reason']}")
         if snap["jobs"]:
-            print_table(console, t)
+            print_table(console, t, drop_first=("going", "class"))
         else:
             console.print(f"[bold]{title}[/]: no job left", highlight=False)
         for note in notes:
