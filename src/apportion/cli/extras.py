@@ -14,6 +14,8 @@ import re
 import sys
 from typing import Any
 
+from typer.core import TyperGroup
+
 # a module of an optional dependency -> the extra that brings it
 _MODULE_EXTRA = {
     "pydantic": "engine", "yaml": "engine", "pyparsing": "engine", "sortedcontainers": "engine",
@@ -75,3 +77,12 @@ def tidy_help(command: Any) -> None:
             param.help = plain_help(param.help)
     for sub in (getattr(command, "commands", None) or {}).values():  # a group (typer's own click)
         tidy_help(sub)
+
+
+class TidyGroup(TyperGroup):
+    """The root ``apportion`` group: whenever typer builds the command tree (to run it, to show a
+    help), every help text in it is made plain prose (``tidy_help``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        tidy_help(self)

@@ -11,11 +11,13 @@ from rich.console import Console
 from apportion.cli.agent import agent_command
 from apportion.cli import ducc_live, live
 from apportion.cli.bench import bench_app
+from apportion.cli.extras import TidyGroup
 from apportion.cli.importer import export_app, import_app
 from apportion.cli.server import server_app
 
 app = typer.Typer(
     help="apportion: share a pool of hosts among many tenants, the EGO and DUCC way.",
+    cls=TidyGroup,  # help texts as plain prose
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -227,25 +229,18 @@ def plan_diff_cmd(
         out.print("nothing: no owned host moves, no reclaim, no removal, no deserved share changes.")
 
 
-def command():
-    """The ``apportion`` command as click runs it, its help texts tidied (cli/extras.py)."""
-    from apportion.cli.extras import tidy_help
-
-    cmd = typer.main.get_command(app)
-    tidy_help(cmd)
-    return cmd
-
-
 def main() -> None:
     """The ``apportion`` entry point: a command whose optional part is not installed says which
     extra to install instead of printing a traceback."""
     from apportion.cli.extras import missing_extra
 
     try:
-        command()(prog_name="apportion")
+        app(prog_name="apportion")
     except ModuleNotFoundError as e:
         message = missing_extra(e)
         if message is None:
             raise
-        err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
         raise SystemExit(4) from None
