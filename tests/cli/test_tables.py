@@ -304,6 +304,7 @@ LIVE = {
 }
 
 
+@pytest.mark.slow  # a master and an agent: not in `make test-fast`
 @pytest.mark.parametrize("mode", MODES, ids=str)
 def test_live_tables_keep_every_number(cluster: Any, monkeypatch: pytest.MonkeyPatch, mode: int | str) -> None:
     m, alloc = cluster
@@ -320,6 +321,7 @@ def test_live_tables_keep_every_number(cluster: Any, monkeypatch: pytest.MonkeyP
                     assert str(r[f]) in words, (f, r)
 
 
+@pytest.mark.slow  # a master and an agent: not in `make test-fast`
 def test_ducc_job_list_and_occupancy_keep_every_number(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A DUCC master with a job whose reason is long: `job list` and `occupancy` at each width."""
     from apportion.client import Client
