@@ -42,7 +42,14 @@ def _whole(column: Column) -> bool:
 
 
 def _longest_word(text: str) -> int:
-    return max((len(w) for w in text.split()), default=0)
+    """The longest word of any line, a line's first word with its indent."""
+    longest = 0
+    for line in text.splitlines():
+        words = line.split()
+        if words:
+            indent = len(line) - len(line.lstrip())
+            longest = max(longest, indent + len(words[0]), *(len(w) for w in words))
+    return longest
 
 
 def _needs(column: Column) -> tuple[int, int]:
@@ -81,16 +88,17 @@ def fit(console: Console, table: Table, width: int | None = None, drop_first: Se
     dropped: list[str] = []
     if not table.columns:
         return dropped
-    order = [h for h in drop_first if any(_plain(c.header) == h for c in table.columns)]
-    order += [_plain(c.header) for c in reversed(table.columns[1:]) if _plain(c.header) not in order]
+    position = {id(c): i + 1 for i, c in enumerate(table.columns)}
+    order = [c for h in drop_first for c in table.columns[1:] if _plain(c.header) == h]
+    order += [c for c in reversed(table.columns[1:]) if c not in order]
     while True:
         needs = [_needs(c) for c in table.columns]
         room = width - _overhead(console, table)
         if sum(least for least, _ in needs) <= room or not order or len(table.columns) == 1:
             break
         gone = order.pop(0)
-        dropped.append(gone)
-        table.columns = [c for c in table.columns if _plain(c.header) != gone]
+        dropped.append(_plain(gone.header) or f"column {position[id(gone)]}")
+        table.columns = [c for c in table.columns if c is not gone]
     spare = max(0, room - sum(least for least, _ in needs))
     for column, (least, natural) in zip(table.columns, needs, strict=True):
         give = least
