@@ -1,9 +1,10 @@
 """Every table the CLI prints goes through ``print_table``: a table never cuts a number.
 
-On a terminal, a table is fitted to its width the way ``kubectl`` and ``ps`` do it: text
-columns wrap (at spaces, folding only a word longer than the column), number columns (the
-right-justified ones) keep their full width, and when even that is too wide the
-lower-priority columns are left out, with a line that names them. Nothing is ever shown as
+On a terminal, a table is fitted to its width: text columns wrap (at spaces, folding only a
+word longer than the column), number columns (the right-justified ones) keep each figure on
+one line (a cell longer than ``_WHOLE_UP_TO`` may wrap between its words, never inside one),
+and when even that is too wide the lower-priority columns are left out, with a line that
+names them. Nothing is ever shown as
 ``…``, as a truncated number or as a blank cell.
 
 Into a pipe or a file, a table is plain text at its full width: a title line, a header
@@ -22,6 +23,8 @@ from rich.text import Text
 
 # a text column narrower than this folds a word longer than it; numbers never fold
 _FOLD_AT = 16
+# a cell of a number column up to this wide is never wrapped; a longer one wraps between words
+_WHOLE_UP_TO = 24
 
 
 def _plain(cell: object) -> str:
@@ -58,8 +61,9 @@ def _needs(column: Column) -> tuple[int, int]:
     natural = max([len(line) for c in cells for line in (c.splitlines() or [""])]
                   + [len(line) for line in _plain(column.header).splitlines() or [""]])
     head = _longest_word(_plain(column.header))
-    if _whole(column):
-        least = max([head] + [len(line) for c in cells for line in (c.splitlines() or [""])])
+    if _whole(column):  # a figure ("1.2 h", "315 / 800 (39.4%)") on one line; a long one wraps between words
+        widest = max([0] + [len(line) for c in cells for line in (c.splitlines() or [""])])
+        least = max(head, min(widest, _WHOLE_UP_TO), max((_longest_word(c) for c in cells), default=0))
     else:
         least = max(head, min(_FOLD_AT, max((_longest_word(c) for c in cells), default=0)))
     return max(1, least), max(1, natural)
@@ -106,7 +110,7 @@ def fit(console: Console, table: Table, width: int | None = None, drop_first: Se
             give = min(natural, least + spare)
             spare -= give - least
         column.width, column.min_width, column.max_width = give, give, give
-        # a number column is as wide as its widest cell, so its cells never wrap; its header may
+        # a number column is at least as wide as its longest word, so no number is ever folded
         column.overflow, column.no_wrap = "fold", False
     if dropped:
         note = (f"[dim]not shown at this width: {escape(', '.join(dropped))} (a wider terminal, a pipe or "
