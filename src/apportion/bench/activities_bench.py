@@ -509,6 +509,7 @@ def _targets(r: dict[str, Any]) -> dict[str, Any]:
 # -- rendering ------------------------------------------------------------------------------------
 def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Console
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     from apportion.bench.service_bench import machine_line
 
@@ -548,7 +549,7 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
               ms(light["stop_all_s"]), "", "")
     t.add_row("run as", f"{on['sample']['user']} (uid {on['sample']['uid']})",
               f"{off['sample']['user']} (uid {off['sample']['uid']})", "-", "", "")
-    console.print(t)
+    print_table(console, t)
 
     s_on, s_off, live = r["stop"]["on"], r["stop"]["off"], r["stop"]["live"]
     t = table(f"stop: a tree of {sp['tree']} processes, {sp['daemons']} of them setsid daemons",
@@ -556,7 +557,7 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     t.add_row(f"SIGKILL to empty, median of {len(s_on['times_s'])}", ms(s_on["median_s"]), ms(s_off["median_s"]),
               "", "")
     t.add_row("SIGKILL to empty, max", ms(s_on["max_s"]), ms(s_off["max_s"]), ms(TARGETS["stop_s"]), met("stop_s"))
-    console.print(t)
+    print_table(console, t)
     t = table(f"stop, live ({live['containment']}): the tree's allocation deleted while a beneficiary waits", "value")
     t.add_row("processes of the tree seen", str(live["processes_seen"]), str(sp["tree"]), "")
     t.add_row("delete to the last process gone", ms(live["delete_to_last_gone_s"]), "", "")
@@ -565,7 +566,7 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     t.add_row("last process gone to the grant", ms(live["last_gone_to_granted_s"]),
               f"<= one cycle ({live['cycle_s']:g} s)", met("granted_within_cycle_s"))
     t.add_row("tree processes alive at the grant", str(live["alive_when_granted"]), "0", met("granted_after_gone"))
-    console.print(t)
+    print_table(console, t)
 
     o_on, o_off = r["overhead"]["on"], r["overhead"]["off"]
     t = table(f"overhead: one agent with {sp['busy']} running activities, {o_on['window_s']:.0f} s window",
@@ -573,6 +574,6 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     t.add_row("agent CPU, share of one core", f"{o_on['core_share']:.2%}", f"{o_off['core_share']:.2%}",
               f"{TARGETS['overhead_core']:.0%}", met("overhead_core"))
     t.add_row("agent resident memory", f"{o_on['rss_mib']:.0f} MiB", f"{o_off['rss_mib']:.0f} MiB", "", "")
-    console.print(t)
+    print_table(console, t)
     console.print(f"processes left running afterwards: {r['left_running']}"
                   + ("" if r["targets"]["left_running"]["met"] else " [red](killed; a bug)[/]"))

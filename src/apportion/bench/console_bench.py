@@ -197,6 +197,7 @@ def run(spec: ConsoleBenchSpec, progress: Callable[[str], None] | None = None) -
 
 def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Console
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     from apportion.bench.service_bench import _met, machine_line
 
@@ -212,13 +213,13 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     for p, f in r["pages"].items():
         t.add_row(p, f"{f['interactive_median_s'] * 1000:,.0f} ms", f"{f['interactive_max_s'] * 1000:,.0f} ms",
                   f"{f['bytes_max'] / 1024:,.0f} KiB", str(f["requests"]))
-    console.print(t)
+    print_table(console, t)
     u = Table(title="a committed change to the page showing it")
     for col, j in (("page", "left"), ("median", "right"), ("max", "right")):
         u.add_column(col, justify=j)
     for k, v in r["updates"].items():
         u.add_row(k, f"{v['median_s'] * 1000:,.0f} ms", f"{v['max_s'] * 1000:,.0f} ms")
-    console.print(u)
+    print_table(console, u)
     console.print(f"targets: interactive <= {tg['interactive_s']['target']} s {_met(tg['interactive_s'])}; "
                   f"update <= {tg['update_s']['target']} s {_met(tg['update_s'])}; "
                   f"bytes <= {tg['bytes']['target'] / (1 << 20):.0f} MiB {_met(tg['bytes'])}", highlight=False)

@@ -328,6 +328,7 @@ def worker_starts(n: int = 32, idle_s: float = 3.0, progress: Callable[[str], No
 
 def render_worker_starts(console: Any, machine: dict, r: dict) -> None:
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     from apportion.bench.service_bench import machine_line
 
@@ -340,11 +341,12 @@ def render_worker_starts(console: Any, machine: dict, r: dict) -> None:
         t.add_row(k["kind"], "-" if k["all_connected_s"] is None else f"{k['all_connected_s']:.2f} s",
                   "-" if k["cpu_per_worker_s"] is None else f"{k['cpu_per_worker_s']:.2f} s",
                   f"{k['idle_cpu_percent']:.0f}% of a core")
-    console.print(t)
+    print_table(console, t)
 
 
 def render(console: Any, machine: dict, r: dict) -> None:
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     from apportion.bench.service_bench import machine_line
 
@@ -387,4 +389,4 @@ def render(console: Any, machine: dict, r: dict) -> None:
     t.add_row("workload results", "right" if wl["right"] else "WRONG", "right",
               "[green]ok[/]" if wl["right"] else "[red]BUG[/]")
     t.add_row("  tasks done before the reclaim", f"{wl['done_before_reclaim']:,} of {wl['tasks']:,}", "", "")
-    console.print(t)
+    print_table(console, t)

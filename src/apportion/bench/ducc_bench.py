@@ -202,6 +202,7 @@ def run(spec: DuccBenchSpec) -> dict[str, Any]:
 def render(console, machine: dict, r: dict) -> None:
     """The figures as a rich table (``apportion bench ducc`` without --json)."""
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     sp, wl, tg = r["spec"], r["workload"], r["targets"]
 
@@ -246,4 +247,4 @@ def render(console, machine: dict, r: dict) -> None:
               "[green]ok[/]" if r["machines_over_order"] == 0 else "[red]BUG[/]")
     t.add_row("peak RSS (process)", f"{r['peak_rss_mib']:,.0f} MiB", f"{tg['peak_rss_mib']['target']:,.0f} MiB",
               met(tg["peak_rss_mib"]))
-    console.print(t)
+    print_table(console, t)

@@ -517,6 +517,7 @@ def machine_line(m: dict) -> str:
 
 def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Console
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     def ms(x: float | None) -> str:
         return "-" if x is None else f"{x * 1000:,.1f} ms"
@@ -568,7 +569,7 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
               "", "")
     t.add_row("machine CPU busy over the run", f"{r['machine_cpu_busy_s'] / max(r['machine_cpu_window_s'], 1e-9):.2f} of "
               f"{r['cores']} cores", "", "")
-    console.print(t)
+    print_table(console, t)
     if r.get("workdir"):
         console.print(f"logs and the store kept in {r['workdir']}", highlight=False)
 

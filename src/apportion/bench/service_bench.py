@@ -818,6 +818,7 @@ def machine_line(m: dict) -> str:
 
 def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Console
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     sp, tg = r["spec"], r["targets"]
     console.print(f"[bold]machine[/]: {machine_line(machine)}", highlight=False)
@@ -877,13 +878,14 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
               ok if not (ck["event_gaps"] or ck["event_order"] or ck["event_unstored"]) else bad)
     t.add_row("store: checked", f"{ck['grants_replayed']:,} grants replayed, {ck['allocations_checked']:,} "
               f"allocations, {ck['events_checked']:,} events received", "", ok if ck["ok"] else bad)
-    console.print(t)
+    print_table(console, t)
     if r.get("workdir"):
         console.print(f"logs, store and the clients' records kept in {r['workdir']}", highlight=False)
 
 
 def render_scale(console, machine: dict, r: dict) -> None:  # noqa: ANN001
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     sp, tg = r["spec"], r["targets"]
     console.print(f"[bold]machine[/]: {machine_line(machine)}", highlight=False)
@@ -904,7 +906,7 @@ def render_scale(console, machine: dict, r: dict) -> None:  # noqa: ANN001
               _met(tg["rss_mib"]))
     t.add_row("slots held before / after restarts", f"{r['held_slots']:,} / {r['held_after_restarts']:,}", "",
               "[green]ok[/]" if r["held_slots"] == r["held_after_restarts"] else "[red]differs[/]")
-    console.print(t)
+    print_table(console, t)
 
 
 __all__ = ["ScaleSpec", "ServiceBenchSpec", "render", "render_scale", "run", "run_scale"]

@@ -159,6 +159,7 @@ def run_ducc(spec: DuccBenchSpec, runs: int = 3, keep: Path | None = None) -> di
 def render(console, machine: dict, r: dict) -> None:
     """The figures as a rich table (without --json)."""
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     rev = r["revision"]
     console.print(f"[bold]machine[/]: {machine['cpu']}, {machine['logical_cpus']} logical CPUs "
@@ -195,4 +196,4 @@ def render(console, machine: dict, r: dict) -> None:
     t.add_row("answer", f"{r['output_bytes'] / 1e6:,.2f} MB; " + ", ".join(
         f"{k} {v}" for k, v in r["answer"].items() if k != "decisions"), "", "")
     t.add_row("peak RSS (the command)", f"{r['peak_rss_mib']:,.0f} MiB", "", "")
-    console.print(t)
+    print_table(console, t)

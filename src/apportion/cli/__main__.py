@@ -1,3 +1,3 @@
-from apportion.cli.main import app
+from apportion.cli.main import main
 
-app(prog_name="apportion")
+main()

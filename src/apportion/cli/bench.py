@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from apportion.cli.tables import print_table
 
 bench_app = typer.Typer(help="Benchmarks whose figures go into docs/performance.md.", no_args_is_help=True)
 
@@ -82,7 +83,7 @@ def _render(console: Console, machine: dict, r: dict) -> None:
               _met(tg["peak_rss_mib"]))
     if r["tracemalloc_peak_mib"] is not None:
         t.add_row("tracemalloc peak (separate run)", _mib(r["tracemalloc_peak_mib"]), "", "")
-    console.print(t)
+    print_table(console, t)
 
 
 def _render_curve(console: Console, machine: dict, points: list[dict], exps: dict) -> None:
@@ -100,7 +101,7 @@ def _render_curve(console: Console, machine: dict, points: list[dict], exps: dic
                   _s(r["cold_s"]), "-" if ce is None else f"n^{ce:.2f}",
                   _ms(r["steady"]["median_s"]), _ms(r["steady"]["p95_s"]),
                   "-" if se is None else f"n^{se:.2f}", _mib(r["peak_rss_mib"]))
-    console.print(t)
+    print_table(console, t)
     console.print("growth: the exponent k in time ~ n^k between a point and the one before it "
                   "(1.00 is linear; n log n over a 10x step is about 1.1).")
 
@@ -341,7 +342,7 @@ def _render_plan_change(console: Console, machine: dict, r: dict) -> None:
     t.add_row("  of them on a moved host", f"{r['reclaims_on_moved_hosts']:,}", "", "")
     t.add_row("removed at once", f"{r['removed']:,}", "0", "")
     t.add_row("settle after the change", f"{r['settle_after_cycles']} cycles, {_s(r['settle_after_s'])}", "", "")
-    console.print(t)
+    print_table(console, t)
 
 
 @bench_app.command("dask")

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from apportion.cli.live import JsonOut, Master, TokenFile, _argv, _client, _fail, _read, _run, _said, _table, out
+from apportion.cli.tables import print_table
 from apportion.client._errors import ApportionError
 
 Cls = Annotated[str | None, typer.Option("--class", help="The DUCC class (default: the configuration's default "
@@ -58,8 +59,8 @@ def _job_rows(jobs: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 def _print_jobs(jobs: list[dict[str, Any]], title: str | None = None) -> None:
-    out.print(_table(title, ("ID", "USER", "CLASS", "STATE", "GB", "PROCS", "DONE", "FAILED", "REASON"),
-                     _job_rows(jobs)))
+    print_table(out, _table(title, ("ID", "USER", "CLASS", "STATE", "GB", "PROCS", "DONE", "FAILED", "REASON"),
+                            _job_rows(jobs)))
 
 
 def _print_job(j: dict[str, Any]) -> None:
@@ -198,10 +199,10 @@ def service_list(master: Master = None, token_file: TokenFile = None, json_out: 
 def occupancy(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
     """Per machine: its order, free quanta and the shares on it by job (as rm_qoccupancy)."""
     _run(master, token_file, json_out, lambda api: {"machines": api.occupancy()},
-         lambda v: out.print(_table(None, ("NAME", "STATE", "ORDER", "FREE", "SHARES"),
-                                    ([m["name"], m["state"], m["order"], m["free"],
-                                      " ".join(f"{s['job']}:{s['order']}" + ("(evicting)" if s.get("evicting") else "")
-                                               for s in m["shares"]) or "-"] for m in v["machines"]))))
+         lambda v: print_table(out, _table(None, ("NAME", "STATE", "ORDER", "FREE", "SHARES"),
+                                           ([m["name"], m["state"], m["order"], m["free"],
+                                             " ".join(f"{s['job']}:{s['order']}" + ("(evicting)" if s.get("evicting") else "")
+                                                      for s in m["shares"]) or "-"] for m in v["machines"]))))
 
 
 def reconfigure(file: Annotated[Path | None, typer.Argument(help="A new DUCC plan; without it the files of the "

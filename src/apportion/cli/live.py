@@ -28,6 +28,7 @@ from rich.table import Table
 
 # the errors only: httpx (through the client) is imported when a live command runs, so the
 # offline commands (solve, validate, plan diff OLD NEW) start as fast as before
+from apportion.cli.tables import fit, print_table
 from apportion.client._errors import ApportionError, MasterUnavailable, describe
 
 if TYPE_CHECKING:
@@ -104,9 +105,10 @@ def _run(master: str | None, token_file: Path | None, json_out: bool, call: Call
     return value
 
 
+# the other columns hold numbers: right-justified, and never wrapped or cut (cli/tables.py)
 _TEXT_COLUMNS = {"CONSUMER", "GROUP", "GROUPS", "HOST", "HOSTS", "NAME", "STATE", "ATTRIBUTES", "ARGV", "FOR", "USER",
-                 "CONTAINMENT",
-                 "REASON", "DEADLINE"}
+                 "CONTAINMENT", "REASON", "DEADLINE", "CLIENT", "KIND", "SCOPE", "TIME", "TOKEN", "CALL", "OUTCOME",
+                 "CLASS", "SHARES", "OOM"}
 
 
 def _table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
@@ -175,22 +177,22 @@ def plan_diff_live(file: Path, master: str | None, token_file: Path | None, json
         out.print(f"Putting {file} in force now would:", highlight=False)
         shown = False
         if d.get("reclaims"):
-            out.print(_table("reclaim (the holder keeps the slots until the deadline)",
-                             ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "DEADLINE", "FOR", "REASON"),
-                             ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
-                               _when(r.get("deadline")), r.get("beneficiary", r.get("for")), r.get("reason"))
-                              for r in d["reclaims"])))
+            print_table(out, _table("reclaim (the holder keeps the slots until the deadline)",
+                                    ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "DEADLINE", "FOR", "REASON"),
+                                    ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
+                                      _when(r.get("deadline")), r.get("beneficiary", r.get("for")), r.get("reason"))
+                                     for r in d["reclaims"])))
             shown = True
         if d.get("removed"):
-            out.print(_table("remove at once (the new plan cannot hold them)",
-                             ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "REASON"),
-                             ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
-                               r.get("reason")) for r in d["removed"])))
+            print_table(out, _table("remove at once (the new plan cannot hold them)",
+                                    ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "REASON"),
+                                    ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
+                                      r.get("reason")) for r in d["removed"])))
             shown = True
         if d.get("grants"):
-            out.print(_table("grant", ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS"),
-                             ((g.get("request"), g.get("consumer"), g.get("group"), g.get("host"), g.get("slots"))
-                              for g in d["grants"])))
+            print_table(out, _table("grant", ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS"),
+                                    ((g.get("request"), g.get("consumer"), g.get("group"), g.get("host"), g.get("slots"))
+                                     for g in d["grants"])))
             shown = True
         if not shown:
             out.print("nothing: no reclaim, no removal, no new grant.")
@@ -202,6 +204,7 @@ def plan_diff_live(file: Path, master: str | None, token_file: Path | None, json
 
 _SHARE_COLUMNS = ("OWN", "SHARE", "ALLOC", "BORROWED", "LENT", "DEMAND", "SHORTFALL")
 _SHARE_FIELDS = ("owned", "deserved", "held", "borrowed", "lent", "demand", "shortfall")
+_SHARE_DROP = ("BORROWED", "SHORTFALL", "LENT", "OWN")  # left out first on a narrow terminal
 
 
 def _share_row(r: dict[str, Any]) -> list[Any]:
@@ -216,8 +219,9 @@ consumer_app = typer.Typer(help="Consumers on the live master: what each owns, d
 def consumer_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
     """Every consumer in every resource group (SHARE is what it deserves now, ALLOC what it holds)."""
     _run(master, token_file, json_out, lambda api: {"consumers": api.consumers()},
-         lambda v: out.print(_table(None, ("CONSUMER", "GROUP", *_SHARE_COLUMNS),
-                                    ([r.get("consumer"), r.get("group"), *_share_row(r)] for r in v["consumers"]))))
+         lambda v: print_table(out, _table(None, ("CONSUMER", "GROUP", *_SHARE_COLUMNS),
+                                           ([r.get("consumer"), r.get("group"), *_share_row(r)] for r in v["consumers"])),
+                               _SHARE_DROP))
 
 
 @consumer_app.command("view")
@@ -231,8 +235,8 @@ def consumer_view(path: Annotated[str, typer.Argument(help="A consumer path, e.g
         return {"consumer": path, "groups": rows, "allocations": api.allocations(consumer=path)}
 
     def render(v: dict[str, Any]) -> None:
-        out.print(_table(v["consumer"], ("GROUP", *_SHARE_COLUMNS),
-                         ([r.get("group"), *_share_row(r)] for r in v["groups"])))
+        print_table(out, _table(v["consumer"], ("GROUP", *_SHARE_COLUMNS),
+                                ([r.get("group"), *_share_row(r)] for r in v["groups"])), _SHARE_DROP)
         _print_allocations(v["allocations"], f"allocations of {v['consumer']} and below")
 
     _run(master, token_file, json_out, call, render)
@@ -257,7 +261,7 @@ def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
                       ([r.get("consumer"), *_share_row(r)] for r in v["consumers"]))
 
     if not watch:
-        _run(master, token_file, json_out, call, lambda v: out.print(table(v)))
+        _run(master, token_file, json_out, call, lambda v: print_table(out, table(v), _SHARE_DROP))
         return
     import contextlib
 
@@ -273,9 +277,10 @@ def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
                 except ApportionError as e:
                     raise _fail(e) from None
                 if live is not None:
+                    fit(out, t, drop_first=_SHARE_DROP)
                     live.update(t, refresh=True)
                 else:
-                    out.print(t)
+                    print_table(out, t, _SHARE_DROP)
                     out.file.flush()
                 time.sleep(every)
         except KeyboardInterrupt:
@@ -292,11 +297,11 @@ def _hosts_text(hosts: dict[str, int] | None) -> str:
 
 
 def _print_allocations(allocs: list[dict[str, Any]], title: str | None = None) -> None:
-    out.print(_table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "HELD", "RECLAIMING", "HOSTS"),
-                     ([a.get("id"), a.get("client"), a.get("consumer"), ",".join(a.get("groups") or []) or "-",
-                       a.get("min"), a.get("max"), a.get("held"),
-                       sum(r.get("slots", 0) for r in a.get("reclaiming") or []), _hosts_text(a.get("hosts"))]
-                      for a in allocs)))
+    print_table(out, _table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "HELD", "RECLAIMING", "HOSTS"),
+                            ([a.get("id"), a.get("client"), a.get("consumer"), ",".join(a.get("groups") or []) or "-",
+                              a.get("min"), a.get("max"), a.get("held"),
+                              sum(r.get("slots", 0) for r in a.get("reclaiming") or []), _hosts_text(a.get("hosts"))]
+                             for a in allocs)))
 
 
 @alloc_app.command("list")
@@ -314,11 +319,11 @@ def alloc_view(id: Annotated[int, typer.Argument(help="The allocation id.")],
     def render(a: dict[str, Any]) -> None:
         _print_allocations([a], f"allocation {id}")
         if a.get("hosts"):
-            out.print(_table("held", ("HOST", "SLOTS"), sorted(a["hosts"].items())))
+            print_table(out, _table("held", ("HOST", "SLOTS"), sorted(a["hosts"].items())))
         if a.get("reclaiming"):
-            out.print(_table("being reclaimed", ("HOST", "SLOTS", "DEADLINE", "FOR"),
-                             ((r.get("host"), r.get("slots"), _when(r.get("deadline")), r.get("for"))
-                              for r in a["reclaiming"])))
+            print_table(out, _table("being reclaimed", ("HOST", "SLOTS", "DEADLINE", "FOR"),
+                                    ((r.get("host"), r.get("slots"), _when(r.get("deadline")), r.get("for"))
+                                     for r in a["reclaiming"])))
 
     _run(master, token_file, json_out, lambda api: api.allocation(id), render)
 
@@ -354,13 +359,13 @@ def host_list(master: Master = None, token_file: TokenFile = None, json_out: Jso
     """Every host: state (ok, closed, down, and why the master closed it), slots, free slots,
     containment (cgroup-v2, cgroup-v1, process-group), alien processes, attributes."""
     _run(master, token_file, json_out, lambda api: {"hosts": api.hosts()},
-         lambda v: out.print(_table(None, ("NAME", "STATE", "SLOTS", "FREE", "CONTAINMENT", "ALIEN", "ATTRIBUTES"),
-                                    ([h.get("name"), h.get("state") + (f" ({h['closed_reason']})"
-                                                                       if h.get("closed_reason") else ""),
-                                      h.get("slots"), h.get("free"), h.get("containment") or "-",
-                                      "-" if h.get("alien") is None else h["alien"],
-                                      " ".join(f"{k}={x}" for k, x in (h.get("attributes") or {}).items()) or "-"]
-                                     for h in v["hosts"]))))
+         lambda v: print_table(out, _table(None, ("NAME", "STATE", "SLOTS", "FREE", "CONTAINMENT", "ALIEN", "ATTRIBUTES"),
+                                           ([h.get("name"), h.get("state") + (f" ({h['closed_reason']})"
+                                                                              if h.get("closed_reason") else ""),
+                                             h.get("slots"), h.get("free"), h.get("containment") or "-",
+                                             "-" if h.get("alien") is None else h["alien"],
+                                             " ".join(f"{k}={x}" for k, x in (h.get("attributes") or {}).items()) or "-"]
+                                            for h in v["hosts"]))))
 
 
 @host_app.command("close")
@@ -385,8 +390,7 @@ activity_app = typer.Typer(help="Activities: the processes the agents run for al
 
 
 def _argv(argv: list[str] | None) -> str:
-    text = shlex.join(argv or []).replace("\n", "\\n") or "-"
-    return text if len(text) <= 60 else text[:59] + "…"
+    return shlex.join(argv or []).replace("\n", "\\n") or "-"
 
 
 def _mib(n: Any) -> str:
@@ -420,15 +424,15 @@ def activity_list(alloc: Annotated[int | None, typer.Option("--alloc", help="Onl
     """Activities: who runs them (user, uid), state, slots, memory in use / limit and peak, CPU
     seconds, OOM, exit code or signal (a failed one: why)."""
     _run(master, token_file, json_out, lambda api: {"activities": api.activities(alloc, host=host, state=state)},
-         lambda v: out.print(_table(None, ("ID", "ALLOC", "HOST", "USER", "UID", "STATE", "SLOTS", "MEM/LIMIT",
-                                           "PEAK", "CPU S", "OOM", "ARGV"),
-                                    ([a.get("id"), a.get("allocation"), a.get("host"), a.get("user") or "-",
-                                      "-" if a.get("uid") is None else a["uid"], _state(a), a.get("slots"),
-                                      _memory(a), _mib((a.get("usage") or {}).get("memory_peak")),
-                                      "-" if (a.get("usage") or {}).get("cpu_seconds") is None
-                                      else f"{a['usage']['cpu_seconds']:.2f}", "yes" if a.get("oom") else "",
-                                      _argv(a.get("argv"))]
-                                     for a in v["activities"]))))
+         lambda v: print_table(out, _table(None, ("ID", "ALLOC", "HOST", "USER", "UID", "STATE", "SLOTS", "MEM/LIMIT",
+                                                  "PEAK", "CPU S", "OOM", "ARGV"),
+                                           ([a.get("id"), a.get("allocation"), a.get("host"), a.get("user") or "-",
+                                             "-" if a.get("uid") is None else a["uid"], _state(a), a.get("slots"),
+                                             _memory(a), _mib((a.get("usage") or {}).get("memory_peak")),
+                                             "-" if (a.get("usage") or {}).get("cpu_seconds") is None
+                                             else f"{a['usage']['cpu_seconds']:.2f}", "yes" if a.get("oom") else "",
+                                             _argv(a.get("argv"))]
+                                            for a in v["activities"]))))
 
 
 @activity_app.command("view")
@@ -570,9 +574,9 @@ def token_create(admin: Annotated[bool, typer.Option("--admin", help="An admin t
 def token_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
     """Every token's id, kind and scope (never the tokens themselves)."""
     _run(master, token_file, json_out, lambda api: {"tokens": api.tokens()},
-         lambda v: out.print(_table(None, ("ID", "KIND", "SCOPE"),
-                                    ([t.get("id"), t.get("kind"), t.get("consumer") or t.get("host") or "-"]
-                                     for t in v["tokens"]))))
+         lambda v: print_table(out, _table(None, ("ID", "KIND", "SCOPE"),
+                                           ([t.get("id"), t.get("kind"), t.get("consumer") or t.get("host") or "-"]
+                                            for t in v["tokens"]))))
 
 
 @token_app.command("revoke")
@@ -596,10 +600,10 @@ def audit(since: Annotated[float | None, typer.Option("--since", help="Rows at o
     when = _time.time() + since if since is not None and since < 0 else since
     _run(master, token_file, json_out,
          lambda api: {"audit": api.audit(since=when, consumer=consumer, kind=kind, limit=limit)},
-         lambda v: out.print(_table(None, ("ID", "TIME", "TOKEN", "CONSUMER", "CALL", "STATUS", "OUTCOME"),
-                                    ([r["id"], _when(r["at"]), f"{r['token']} ({r['kind']})" if r["token"] else "-",
-                                      r["consumer"] or "-", f"{r['method']} {r['path']}", r["status"],
-                                      r["outcome"][:80]] for r in v["audit"]))))
+         lambda v: print_table(out, _table(None, ("ID", "TIME", "TOKEN", "CONSUMER", "CALL", "STATUS", "OUTCOME"),
+                                           ([r["id"], _when(r["at"]), f"{r['token']} ({r['kind']})" if r["token"] else "-",
+                                             r["consumer"] or "-", f"{r['method']} {r['path']}", r["status"],
+                                             r["outcome"]] for r in v["audit"]))))
 
 
 # --- registration ----------------------------------------------------------------------

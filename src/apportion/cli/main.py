@@ -11,14 +11,30 @@ from rich.console import Console
 from apportion.cli.agent import agent_command
 from apportion.cli import ducc_live, live
 from apportion.cli.bench import bench_app
+from apportion.cli.extras import TidyGroup
 from apportion.cli.importer import export_app, import_app
 from apportion.cli.server import server_app
 
 app = typer.Typer(
     help="apportion: share a pool of hosts among many tenants, the EGO and DUCC way.",
+    cls=TidyGroup,  # help texts as plain prose
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from apportion import __version__
+
+        print(f"apportion {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print apportion's version and exit.")) -> None:
+    """apportion: share a pool of hosts among many tenants, the EGO and DUCC way."""
 app.add_typer(bench_app, name="bench")
 __import__("apportion.cli.bench_ducc_live", fromlist=["register"]).register(bench_app)  # bench ducc-live
 app.add_typer(import_app, name="import")
@@ -178,6 +194,7 @@ def plan_diff_cmd(
         print(json.dumps(result, indent=1))
         return
     from rich.table import Table
+    from apportion.cli.tables import print_table
 
     out.print(f"At t = {result['at']:g}s, putting {new} in force would:")
     if result["moves"]:
@@ -186,21 +203,21 @@ def plan_diff_cmd(
             t.add_column(col)
         for m in result["moves"]:
             t.add_row(m["group"], m["host"], str(m["slots"]), m["from"] or "-", m["to"] or "-")
-        out.print(t)
+        print_table(out, t)
     if result["reclaims"]:
         t = Table(title="reclaim (the holder keeps the slots until the deadline)", title_justify="left")
         for col in ("request", "host", "slots", "deadline", "for", "reason"):
             t.add_column(col)
         for r in result["reclaims"]:
             t.add_row(r["request"], r["host"], str(r["slots"]), f"{r['deadline']:g}s", r["for"], r["reason"])
-        out.print(t)
+        print_table(out, t)
     if result["removed"]:
         t = Table(title="remove at once (the new plan cannot hold them)", title_justify="left")
         for col in ("request", "host", "slots", "reason"):
             t.add_column(col)
         for r in result["removed"]:
             t.add_row(r["request"], r["host"], str(r["slots"]), r["reason"])
-        out.print(t)
+        print_table(out, t)
     if result["deserved"]:
         t = Table(title="deserved shares that change", title_justify="left")
         for col in ("consumer", "group", "before", "after"):
@@ -208,10 +225,23 @@ def plan_diff_cmd(
         for path, groups in result["deserved"].items():
             for g, v in groups.items():
                 t.add_row(path, g, "-" if v["before"] is None else str(v["before"]), str(v["after"]))
-        out.print(t)
+        print_table(out, t)
     if not (result["moves"] or result["reclaims"] or result["removed"] or result["deserved"]):
         out.print("nothing: no owned host moves, no reclaim, no removal, no deserved share changes.")
 
 
-def main() -> None:  # pragma: no cover
-    app()
+def main() -> None:
+    """The ``apportion`` entry point: a command whose optional part is not installed says which
+    extra to install instead of printing a traceback."""
+    from apportion.cli.extras import missing_extra
+
+    try:
+        app(prog_name="apportion")
+    except ModuleNotFoundError as e:
+        message = missing_extra(e)
+        if message is None:
+            raise
+        from rich.markup import escape
+
+        err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        raise SystemExit(4) from None

@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich import box
 from rich.table import Table
+from apportion.cli.tables import print_table
 
 FIELDS = ("owns", "held", "owned", "borrowed", "shared", "lent", "deserved", "demand")
 HELP = ("owns = ownership in force; owned = owned slots in use; borrowed = lent by others; "
@@ -39,7 +40,7 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
                 name = "  " * depth + path.rsplit("/", 1)[-1]
                 row = {**gl, "owns": gl.get("planned_owned", 0)}
                 t.add_row(name, *(str(row[f]) for f in FIELDS))
-            console.print(t)
+            print_table(console, t, drop_first=("lent", "shared", "borrowed", "owned"))
         if snap["requests"]:
             t = Table(title="requests", title_justify="left")
             t.add_column("request")
@@ -47,14 +48,14 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
             t.add_column("hosts")
             for rid, r in snap["requests"].items():
                 t.add_row(rid, str(r["held"]), " ".join(f"{h}:{n}" for h, n in r["hosts"].items()))
-            console.print(t)
+            print_table(console, t)
         if snap["reclaiming"]:
             t = Table(title="reclaiming (still with their holder)", title_justify="left")
             for col in ("request", "host", "slots", "deadline", "for"):
                 t.add_column(col)
             for r in snap["reclaiming"]:
                 t.add_row(r["request"], r["host"], str(r["slots"]), _fmt_time(r["deadline"]), r["for"])
-            console.print(t)
+            print_table(console, t)
         if snap.get("removed_by_plan"):
             console.print("[bold yellow]removed by the new plan:[/] " + "; ".join(
                 f"{x['request']}@{x['host']} ({x['slots']}): {x['reason']}" for x in snap["removed_by_plan"]),

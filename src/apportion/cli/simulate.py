@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from apportion.cli.tables import print_table
 from typer.core import TyperGroup
 
 from apportion.simulate.report import duration
@@ -80,7 +81,7 @@ def render_result(console: Console, res: dict) -> None:
                   f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}", duration(c["shortfall_seconds"]),
                   duration(c.get("starved_seconds", 0.0)), f"{c['reclaims']:,}", f"{c['evictions']:,}",
                   f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}")
-    console.print(t)
+    print_table(console, t)
     console.print(f"{res.get('cycles', 0):,} cycles in {res.get('wall_seconds', 0):.2f} s "
                   f"({res.get('cpu_seconds', 0):.2f} s CPU)")
 
@@ -283,4 +284,4 @@ def bench_simulate(
                   f"{c['peak_rss_mib']:.0f} MiB",
                   "-" if c["cycle_per_event_us"] is None else f"{c['cycle_per_event_us']:.0f} us",
                   f"{c['simulated_per_wall']:,.0f}x", met)
-    out.print(t)
+    print_table(out, t)

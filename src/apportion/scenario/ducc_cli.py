@@ -20,6 +20,7 @@ from typing import Any
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from apportion.cli.tables import print_table
 
 from apportion.scenario.ducc_model import DuccScenario
 from apportion.scenario.model import Scenario
@@ -120,7 +121,7 @@ def render(console: Console, snaps: list[dict[str, Any]], machines_limit: int = 
             if j["state"] != "running" or j["held"] != j["counted"]:
                 notes.append(f"  {jid}: {j['reason']}")
         if snap["jobs"]:
-            console.print(t)
+            print_table(console, t, drop_first=("going", "class"))
         else:
             console.print(f"[bold]{title}[/]: no job left", highlight=False)
         for note in notes:

@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from apportion.cli.tables import print_table
 
 # figure -> where to read it and whether larger is better
 OVERALL = {
@@ -118,5 +119,5 @@ def render_compare(console: Console, r: dict[str, Any]) -> None:
         t.add_section()
         for k, line in figs.items():
             _row(t, f"{p} {k}", line)
-    console.print(t)
+    print_table(console, t)
     console.print(f"{r['marked']} difference(s) marked")

@@ -35,6 +35,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from apportion.cli.tables import print_table
 
 SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
 OPTIONS = ("tick", "host_slots", "skip_bad", "kind", "sample")
@@ -297,7 +298,7 @@ def render_sweep(console: Console, result: dict[str, Any]) -> None:
         waits = [f"{v['result']['consumers'][p]['wait']['mean']:,.0f} s" if p in v["result"]["consumers"]
                  else "-" for p in few]
         t.add_row(escape(v["name"]), *cells, *waits)
-    console.print(t)
+    print_table(console, t)
 
 
 def write_sweep(out: Path, result: dict[str, Any]) -> list[Path]:
