@@ -123,3 +123,41 @@ def test_no_limit_with_zero(tmp_path):
             assert {anon.get("/v1/hosts").status_code for _ in range(150)} == {401}
     finally:
         m.proc.kill()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_limiter_counts_per_address_in_fixed_windows():
+    from apportion.service.throttle import Limiter
+
+    clock = Clock()
+    lim = Limiter(3, 10.0, clock=clock)
+    for _ in range(2):
+        lim.refused("a")
+    assert lim.retry_after("a") is None  # within its limit
+    lim.refused("a")
+    clock.now += 4.2
+    assert lim.retry_after("a") == 6 and lim.retry_after("b") is None and lim.over() == 1
+    clock.now += 5.8  # the window ends: a fresh count
+    assert lim.retry_after("a") is None and lim.over() == 0
+    lim.refused("a")
+    assert lim.retry_after("a") is None
+    assert Limiter(0).retry_after("a") is None  # 0: no limit
+
+
+def test_the_limiter_follows_a_bounded_number_of_addresses(monkeypatch):
+    from apportion.service import throttle
+
+    monkeypatch.setattr(throttle, "MAX_ADDRESSES", 100)
+    clock = Clock()
+    lim = throttle.Limiter(1, 60.0, clock=clock)
+    for i in range(1000):  # an attacker with many addresses
+        lim.refused(f"10.0.{i // 256}.{i % 256}")
+    assert len(lim.windows) <= 100
+    assert lim.retry_after("10.0.3.231") == 60  # the newest are kept
