@@ -190,3 +190,27 @@ def test_connections_past_the_bound_are_answered_503_and_closed(tmp_path):
         for s in conns:
             s.close()
         m.proc.kill()
+
+
+def test_the_master_raises_its_open_files_limit_for_its_connections():
+    # systemd leaves a service 1024 open files; the master raises its soft limit within the hard one
+    import resource
+    import subprocess
+    import sys
+
+    code = ("import resource\nfrom apportion.service import connguard\n"
+            "connguard.raise_open_files_limit()\n"
+            "print(*resource.getrlimit(resource.RLIMIT_NOFILE), connguard.default_max_connections())")
+
+    def run(soft: int, hard: int) -> list[int]:
+        def lower() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
+                             preexec_fn=lower).stdout
+        return [int(x) for x in out.split()]
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # a hard limit can only be lowered here
+    if hard == resource.RLIM_INFINITY or hard >= 4096 + 128:
+        assert run(1024, hard) == [4096 + 128, hard, 4096]
+    assert run(1024, 2048) == [2048, 2048, 2048 - 128]
+    assert run(1024, 1024) == [1024, 1024, 1024 - 128]  # kept, and fewer connections than descriptors

@@ -96,7 +96,8 @@ def server(
                                         help="Bytes per second of a body that extend --body-timeout by a second."),
     max_connections: int | None = typer.Option(
         None, "--max-connections", min=1, help=f"Open connections at most; one more is answered 503 and closed. "
-        f"Default {MAX_CONNECTIONS}, or the open-files limit less 128 where that is lower."),
+        f"Default {MAX_CONNECTIONS} (the open-files soft limit is raised for them, within the hard limit), or that "
+        "limit less 128 where it is lower."),
 ) -> None:
     """Run the master. It binds 127.0.0.1 unless told otherwise."""
     if ctx.invoked_subcommand is not None:
@@ -175,6 +176,8 @@ def server(
                           settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace), swept=True,
                           refusal_limit=refusal_limit, refusal_window=refusal_window)
     app = create_app(engine, config)
+    if max_connections is None:
+        connguard.raise_open_files_limit()
     limits = connguard.ConnLimits(head_timeout=head_timeout, body_timeout=body_timeout, body_min_rate=body_min_rate,
                                   max_connections=max_connections or connguard.default_max_connections())
     # proxy_headers off: X-Forwarded-For from any local process would name the client in the

@@ -39,6 +39,22 @@ MAX_CONNECTIONS = 4096
 FD_HEADROOM = 128  # file descriptors kept for the store, the logs and the master's own files
 
 
+def raise_open_files_limit() -> None:
+    """Raise the soft limit on open files towards what ``MAX_CONNECTIONS`` needs, within the hard
+    limit: the program that needs descriptors raises its own soft limit (systemd leaves services
+    a soft limit of 1024 for select()'s sake; asyncio uses epoll), as Go's runtime does at start."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = MAX_CONNECTIONS + FD_HEADROOM
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if new > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        except (ValueError, OSError):
+            pass  # kept as it is: default_max_connections() follows it
+
+
 def default_max_connections() -> int:
     """``MAX_CONNECTIONS``, or fewer where the open-files limit is lower (less ``FD_HEADROOM``):
     refusing a connection is better than running out of descriptors, where accept() fails
