@@ -176,8 +176,8 @@ def protocol(limits: ConnLimits, metrics: Any = None) -> Any:
 
         def _check(self) -> None:
             self._check_at = None
-            if self.transport is None or self.transport.is_closing():
-                return
+            if self.transport is None or self.transport.is_closing() or self.transport.get_protocol() is not self:
+                return  # closed, or handed to another protocol (a WebSocket upgrade)
             now = self.loop.time()
             if self._head_since is not None:
                 due = self._head_since + limits.head_timeout
