@@ -3,11 +3,13 @@
 It registers a client, asks for ``--slots`` slots (all at once: min = max), waits for the
 grant with a progress line, starts the command once on each granted slot (an activity
 each), streams their output prefixed by host (from the output tail the master keeps of
-each activity), passes Ctrl-C on as a stop, and deletes the allocation and the client
-when the commands have ended. It exits with the commands' worst exit code (a command
-ended by signal N counts as 128 + N, one that failed to start or was lost as 1); Ctrl-C
-exits 130 once everything is stopped; a reclaim of any of its slots stops the commands
-and exits 75 (EX_TEMPFAIL: the share was wanted elsewhere, try again later), saying so.
+each activity), passes Ctrl-C, SIGTERM and SIGHUP on as a stop, and deletes the allocation
+and the client when the commands have ended. It exits with the commands' worst exit code
+(a command ended by signal N counts as 128 + N, one that failed to start or was lost as 1);
+stopped by signal N (Ctrl-C is SIGINT, 2; `timeout` and service managers send SIGTERM, 15;
+a closed terminal SIGHUP, 1) it exits 128 + N once everything is stopped, as a shell
+reports a command a signal ended; a reclaim of any of its slots stops the commands and
+exits 75 (EX_TEMPFAIL: the share was wanted elsewhere, try again later), saying so.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
     from apportion.client import Client
 
 RECLAIMED = 75
-INTERRUPTED = 130
+INTERRUPTED = 130  # 128 + SIGINT
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # each stops the commands and releases everything
 ENDED = ("exited", "killed", "failed", "lost")
 POLL = 0.2
 
@@ -71,16 +74,39 @@ class Runner:
         self.alloc: int | None = None
         self.tasks: list[Task] = []
         self.after = 0
-        self.interrupted = False
+        self.stopped_by: int | None = None  # the first stopping signal's number
+        self.cleaning = False
         self.reclaimed: str | None = None
 
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped_by is not None
+
+    @property
+    def stop_code(self) -> int:
+        """The exit status after a stopping signal: 128 + its number, as a shell reports it."""
+        return 128 + (self.stopped_by or signal.SIGINT)
+
     def say(self, text: str, end: str = "\n") -> None:
-        self.err.write(text + end)
-        self.err.flush()
+        self._write(self.err, text + end)
+
+    def _write(self, target: Any, text: str) -> None:
+        """Write and flush; a terminal that was closed (the SIGHUP case: writes fail with EIO)
+        or a reader that went away must not stop the clean-up, so the stream goes to /dev/null."""
+        try:
+            target.write(text)
+            target.flush()
+        except (OSError, ValueError):
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, target.fileno())
+                os.close(null)
+            except (OSError, ValueError, AttributeError):
+                pass
 
     # -- the steps ----------------------------------------------------------------------
     def run(self) -> int:
-        old = signal.signal(signal.SIGINT, self._interrupt)
+        old = {s: signal.signal(s, self._interrupt) for s in STOPS}
         try:
             name = f"run-{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
             self.client = self.api.register(name, self.consumer)
@@ -88,21 +114,31 @@ class Runner:
             self.alloc = int(a["id"])
             hosts = self._wait_for_grant()
             if hosts is None:
-                return INTERRUPTED
+                return self.stop_code
             for host, n in sorted(hosts.items()):
                 for _ in range(n):
+                    if self.interrupted:
+                        break  # stopped while starting: start no more, stop those started
                     act = self.api.start_activity(self.alloc, host, self.argv)
                     self.tasks.append(Task(int(act["id"]), host))
             return self._follow()
         finally:
+            self.cleaning = True
             self._clean_up()
-            signal.signal(signal.SIGINT, old)
+            for s, h in old.items():
+                signal.signal(s, h)
 
     def _interrupt(self, signum: int, frame: Any) -> None:
-        if self.interrupted:  # a second Ctrl-C: stop waiting for the stops
+        if self.cleaning:  # releasing the allocation and the client already: let it finish
+            return
+        if self.interrupted:  # a second stop: stop waiting for the commands (the clean-up still runs)
             raise KeyboardInterrupt
-        self.interrupted = True
-        self.say("\ninterrupted: stopping the commands (Ctrl-C again to stop waiting)")
+        self.stopped_by = signum
+        if signum == signal.SIGINT:
+            self.say("\ninterrupted: stopping the commands (Ctrl-C again to stop waiting)")
+        else:
+            self.say(f"\n{signal.Signals(signum).name} received: stopping the commands"
+                     " (the same signal again to stop waiting)")
 
     def _wait_for_grant(self) -> dict[str, int] | None:
         tty = self.err.isatty()
@@ -149,7 +185,7 @@ class Runner:
             self.say(f"ended by a reclaim of its share: {self.reclaimed}")
             return RECLAIMED
         if self.interrupted:
-            return INTERRUPTED
+            return self.stop_code
         return max((t.code if t.code is not None else 1 for t in self.tasks), default=0)
 
     def _poll(self) -> int:
@@ -161,10 +197,11 @@ class Runner:
             if t.state not in ENDED:
                 out = self.api.activity_output(t.id)
                 for stream, target in (("stdout", self.out), ("stderr", self.err)):
-                    for line in new_lines(t.seen[stream], out.get(stream) or []):
-                        target.write(f"[{t.host}] {line}\n")
+                    text = "".join(f"[{t.host}] {line}\n" for line in new_lines(t.seen[stream],
+                                                                                  out.get(stream) or []))
                     t.seen[stream] = list(out.get(stream) or [])
-                    target.flush()
+                    if text:
+                        self._write(target, text)
             t.state = a["state"]
             if t.state in ENDED:
                 if t.code is None:
@@ -201,17 +238,20 @@ def run(command: Annotated[list[str], typer.Argument(help="The command and its a
         ) -> None:
     """Run COMMAND on --slots slots of --consumer's share and stream its output prefixed by host.
 
-    Exits with the commands' worst exit code; 130 after Ctrl-C; 75 when a reclaim took any of
-    its slots (the commands are stopped); 1 when the master refuses; 3 with no master."""
+    Exits with the commands' worst exit code; 128 + N after signal N stopped it (130 after
+    Ctrl-C, 143 after SIGTERM, 129 after SIGHUP: the commands are stopped and everything
+    released first); 75 when a reclaim took any of its slots (the commands are stopped);
+    1 when the master refuses; 3 with no master."""
     from apportion.cli.live import _client, _fail
 
     if not command:
         raise typer.BadParameter("name the command to run after --", param_hint="COMMAND")
     with _client(master, token_file) as api:
+        runner = Runner(api, consumer, group, slots, host_select, list(command))
         try:
-            code = Runner(api, consumer, group, slots, host_select, list(command)).run()
+            code = runner.run()
         except ApportionError as e:
             raise _fail(e) from None
         except KeyboardInterrupt:
-            code = INTERRUPTED
+            code = runner.stop_code
     raise typer.Exit(code)

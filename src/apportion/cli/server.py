@@ -11,6 +11,9 @@ from pathlib import Path
 
 import typer
 
+from apportion.service.connguard import BODY_MIN_RATE, BODY_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS
+from apportion.service.throttle import DEFAULT_LIMIT, DEFAULT_WINDOW
+
 server_app = typer.Typer(help="The live master: allocation API, agents, durable store (docs/service.md).",
                          invoke_without_command=True)
 
@@ -78,6 +81,23 @@ def server(
     ducc: Path | None = typer.Option(None, "--ducc", help="A DUCC resources directory (ducc.classes, node files, "
                                      "ducc.users, ducc.properties): serve it as a DUCC plan.", exists=True,
                                      file_okay=False),
+    refusal_limit: int = typer.Option(
+        DEFAULT_LIMIT, "--refusal-limit", min=0, help="Calls refused before authentication (401, ...) an address may "
+        "make in a window; past it, its calls without a valid token are answered 429 with Retry-After. 0: no limit."),
+    refusal_window: float = typer.Option(DEFAULT_WINDOW, "--refusal-window", min=1.0,
+                                         help="The window of --refusal-limit, seconds."),
+    head_timeout: float = typer.Option(
+        HEAD_TIMEOUT, "--head-timeout", min=0.1, help="Seconds a client has to send a whole request head (line and "
+        "headers); slower, it is answered 408 and the connection closed."),
+    body_timeout: float = typer.Option(
+        BODY_TIMEOUT, "--body-timeout", min=0.1, help="Seconds a client has to send a body, one more for every "
+        "--body-min-rate bytes it sent; slower, it is answered 408 and the connection closed."),
+    body_min_rate: float = typer.Option(BODY_MIN_RATE, "--body-min-rate", min=1.0,
+                                        help="Bytes per second of a body that extend --body-timeout by a second."),
+    max_connections: int | None = typer.Option(
+        None, "--max-connections", min=1, help=f"Open connections at most; one more is answered 503 and closed. "
+        f"Default {MAX_CONNECTIONS} (the open-files soft limit is raised for them, within the hard limit), or that "
+        "limit less 128 where it is lower."),
 ) -> None:
     """Run the master. It binds 127.0.0.1 unless told otherwise."""
     if ctx.invoked_subcommand is not None:
@@ -87,6 +107,7 @@ def server(
     from apportion.plan import PlanError
     from apportion.service import liveplan
     from apportion.service.ducc import plan as ducc_plan
+    from apportion.service import connguard
     from apportion.service.app import ServerConfig, create_app
     from apportion.service.master import Settings
     from apportion.service.store import quarantine
@@ -152,12 +173,18 @@ def server(
     scheme = "https" if tls else "http"
     shown = f"[{host}]" if ":" in host else host
     config = ServerConfig(url=advertise or f"{scheme}://{shown}:{port}",
-                          settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace), swept=True)
+                          settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace), swept=True,
+                          refusal_limit=refusal_limit, refusal_window=refusal_window)
     app = create_app(engine, config)
+    if max_connections is None:
+        connguard.raise_open_files_limit()
+    limits = connguard.ConnLimits(head_timeout=head_timeout, body_timeout=body_timeout, body_min_rate=body_min_rate,
+                                  max_connections=max_connections or connguard.default_max_connections())
     # proxy_headers off: X-Forwarded-For from any local process would name the client in the
     # access log and the audit (and uvicorn's check of it costs 2% of a request).
+    # http: uvicorn's httptools protocol with the bounds on slow and surplus connections (connguard.py)
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, timeout_graceful_shutdown=3,
-                proxy_headers=False,
+                proxy_headers=False, http=connguard.protocol(limits, app.state.metrics),
                 ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
                 ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None)
 

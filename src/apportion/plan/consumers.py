@@ -54,6 +54,7 @@ def path_problem(path: str) -> str | None:
 def _read_paths(ctx: Context, items: list[Checked[ConsumerIn]]) -> dict[str, int]:
     """Register every readable path; keep the valid, first-seen ones in ``ctx.consumers``."""
     first_index: dict[str, int] = {}
+    too_deep: set[str] = set()
     for index, item in enumerate(items):
         path = item.value("path")
         if not isinstance(path, str):
@@ -72,9 +73,11 @@ def _read_paths(ctx: Context, items: list[Checked[ConsumerIn]]) -> dict[str, int
         first_index[path] = index
         depth = path.count("/")
         if depth > MAX_DEPTH:
-            ctx.add(
-                where, f"{path} is {depth} levels deep; at most {MAX_DEPTH} levels below the root are allowed"
-            )
+            branch = "/".join(path.split("/")[: MAX_DEPTH + 2])  # its ancestor one level too deep
+            if branch not in too_deep:  # one problem a branch, not one for each consumer below
+                too_deep.add(branch)
+                ctx.add(where, f"{path} is {depth} levels deep; at most {MAX_DEPTH} levels below the root are "
+                        "allowed (the consumers below it are not reported again)")
         if item.model is not None:
             ctx.consumers[path] = ConsumerInfo(index, path, item)
     return first_index

@@ -36,6 +36,8 @@ from apportion.service.ducc.plan import is_ducc_plan
 from apportion.service.master import ApiError, Master, Settings
 from apportion.service.metrics import Metrics
 from apportion.service import audit
+from apportion.service.auth import principal_of
+from apportion.service.throttle import DEFAULT_LIMIT, DEFAULT_WINDOW, Limiter, Tally
 from apportion.service.store import quarantine
 from apportion.service.store.writer import StoreWriter
 
@@ -84,16 +86,25 @@ class Guard:
       bearer header);
     - every request gets an id (header ``X-Request-Id``) and one JSON access log line;
     - an error nothing else handled is a JSON 500 naming the request id, logged in one
-      bounded line, never a traceback on the wire.
+      bounded line, never a traceback on the wire;
+    - a call refused before its caller was authenticated (401, a 413 before the token is
+      read, a 404 of a path that does not exist) is counted and summed up in the log, not
+      written to the audit; past the limit of such refusals from its address in a window,
+      a call to the API without a valid token is answered 429 with ``Retry-After``, before
+      its body is read (throttle.py).
     """
 
     OPEN = ("/healthz", "/openapi.json", "/docs")
     BODY_METHODS = (b"POST", b"PUT", b"PATCH", b"DELETE")
 
-    def __init__(self, app: ASGIApp, role: Role, writer: StoreWriter | None = None) -> None:
+    def __init__(self, app: ASGIApp, role: Role, writer: StoreWriter | None = None,
+                 limiter: Limiter | None = None, metrics: Metrics | None = None) -> None:
         self.app = app
         self.role = role
         self.writer = writer
+        self.limiter = limiter or Limiter(0)
+        self.metrics = metrics
+        self.tally = Tally("refused before authentication", "apportion_unauthenticated_refusals_total")
         self.prefix = f"{os.getpid():x}-{secrets.token_hex(2)}"
         self.count = itertools.count(1)
         self.lines = AccessLines()
@@ -130,7 +141,10 @@ class Guard:
                     scope, receive, send_with_id)
         finally:
             audit.current.reset(token)
-            if self.writer is not None and not state.get("audited") and audit.audited(scope["method"], scope["path"]):
+            if 400 <= status < 500 and state.get("principal") is None:
+                self._refused_unauthenticated(scope, status)
+            elif self.writer is not None and not state.get("audited") \
+                    and audit.audited(scope["method"], scope["path"]):
                 await self._audit_refusal(state, status, said)
             if access.isEnabledFor(logging.INFO):
                 self.lines.add(scope, state, rid, status, started)
@@ -142,6 +156,16 @@ class Guard:
                                     status_code=503, headers={"Retry-After": "1"})
             await response(scope, receive, send)
             return
+        if path.startswith("/v1/") or path == "/metrics":
+            address = _address(scope)
+            wait = self.limiter.retry_after(address)
+            if wait is not None and not self._authenticated(scope):
+                response = JSONResponse(
+                    {"detail": f"too many calls from {address} were refused before authentication; "
+                               f"try again in {wait} s, with a valid token"},
+                    status_code=429, headers={"Retry-After": str(wait)})
+                await response(scope, receive, send)
+                return
         if scope["method"].encode() not in self.BODY_METHODS:
             await self.app(scope, receive, send)
             return
@@ -180,8 +204,30 @@ class Guard:
 
         await self.app(scope, replay, send)
 
+    @staticmethod
+    def _authenticated(scope: Scope) -> bool:
+        """Whether the call carries a valid bearer token (an address over its limit of refusals
+        is still served when it does: the agents and clients that share it go on)."""
+        scheme, _, token = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1").partition(" ")
+        token = token.strip()
+        app = scope.get("app")
+        if scheme.lower() != "bearer" or not token or app is None:
+            return False
+        return principal_of(app.state, token) is not None
+
+    def _refused_unauthenticated(self, scope: Scope, status: int) -> None:
+        """Counted, limited per address and summed up in the log: no audit row (it would let
+        anyone grow the store at will)."""
+        address = _address(scope)
+        if self.metrics is not None:
+            self.metrics.unauthenticated.labels(str(status)).inc()
+        if status != 429:
+            self.limiter.refused(address)
+        self.tally.note(address, str(status), f"{scope['method']} {scope['path'][:100]} answered {status}")
+
     async def _audit_refusal(self, state: dict, status: int, said: bytes) -> None:
-        """A write refused before it reached the master's task (401, 403, a body's 422, 413)."""
+        """A write of an authenticated caller refused before it reached the master's task (403,
+        a body's 422)."""
         outcome = "done" if status < 400 else "refused: " + said.decode("utf-8", "replace")[:900]
         try:
             await asyncio.to_thread(audit.write, self.writer.engine, self.writer.counters,
@@ -196,11 +242,17 @@ class Guard:
         await response(scope, receive, send)
 
 
+def _address(scope: Scope) -> str:
+    return str((scope.get("client") or ("",))[0])
+
+
 @dataclass
 class ServerConfig:
     url: str  # this master's own URL, announced to the others when it leads
     settings: Settings = field(default_factory=Settings)
     swept: bool = False  # the store was checked (quarantine.sweep) before the app was made
+    refusal_limit: int = DEFAULT_LIMIT  # refusals before authentication per address per window (0: no limit)
+    refusal_window: float = DEFAULT_WINDOW
 
 
 def create_app(db: Engine, config: ServerConfig) -> FastAPI:
@@ -289,7 +341,9 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
     app.state.quarantine = (0, [])  # (rows in quarantine, the latest of them)
     app.mount("/static", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="static")
 
-    app.add_middleware(Guard, role=role, writer=writer)
+    limiter = Limiter(config.refusal_limit, config.refusal_window)
+    metrics.limited_addresses.set_function(limiter.over)
+    app.add_middleware(Guard, role=role, writer=writer, limiter=limiter, metrics=metrics)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     # every route refuses a query parameter it does not declare: those that take a token in

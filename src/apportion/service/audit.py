@@ -11,10 +11,12 @@ Where it is written:
   in the batch of the change, so the change and its row are committed in one
   transaction; a refusal inside the task (422, 404, 409, 429) is recorded the same way;
 - token creation and revocation are recorded in their own transaction with the token;
-- everything else that was refused before reaching the task (401, 403, a 422 of the
-  body, a 413) is recorded once the answer is sent (``Guard``, app.py).
+- a call of an authenticated caller refused before reaching the task (403, a 422 of the
+  body) is recorded once the answer is sent (``Guard``, app.py).
 
-Not audited: reads, the agents' protocol (registers and heartbeats: the events and the
+Not audited: a call refused before authentication (401, a 413 read before the token, a 404
+of no route), which is counted and summed up in the log instead (throttle.py), so that no
+one without a token can grow the store; reads, the agents' protocol (registers and heartbeats: the events and the
 hosts' rows say what they changed), processes fetching work, and ``POST /v1/plan/diff``
 (it changes nothing).
 """

@@ -9,6 +9,7 @@ a token is 32 random bytes, so a digest cannot be turned back into it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import HTTPException, Request
 
@@ -69,6 +70,18 @@ def check_query(request: Request) -> None:
                            where="query")
 
 
+def principal_of(state: Any, token: str) -> Principal | None:
+    """The principal of a bearer token, None for an unknown one (the app's token cache, then the store)."""
+    cache: dict[str, Principal | None] = state.token_cache
+    if token not in cache:
+        row = state.writer.token(token)
+        if len(cache) > 10_000:
+            cache.clear()
+        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host, row.job, row.share,
+                                                            row.id)
+    return cache[token]
+
+
 def _resolve(request: Request) -> Principal:
     """The caller's principal (401 without a known token); first, its query checked (422)."""
     if request.scope.get("query_string"):
@@ -78,14 +91,7 @@ def _resolve(request: Request) -> Principal:
     if scheme.lower() != "bearer" or not token:
         raise HTTPException(401, "a bearer token is required (Authorization: Bearer TOKEN)",
                             headers={"WWW-Authenticate": "Bearer"})
-    cache: dict[str, Principal | None] = request.app.state.token_cache
-    if token not in cache:
-        row = request.app.state.writer.token(token)
-        if len(cache) > 10_000:
-            cache.clear()
-        cache[token] = None if row is None else Principal(row.kind, row.consumer, row.host, row.job, row.share,
-                                                            row.id)
-    p = cache[token]
+    p = principal_of(request.app.state, token)
     if p is None:
         raise HTTPException(401, "unknown token", headers={"WWW-Authenticate": "Bearer"})
     request.state.principal = p  # for the access log and the audit

@@ -35,6 +35,17 @@ class Metrics:
         self.host_alien = Gauge("apportion_host_alien_processes",
                                 "Processes of non-system users on the host that belong to no activity", ["host"],
                                 registry=r)
+        # what costs nothing durable: calls refused before authentication, connections closed
+        self.unauthenticated = Counter("apportion_unauthenticated_refusals",
+                                       "Calls refused before authentication (not in the audit), by status; "
+                                       "429: over the address's limit", ["status"], registry=r)
+        self.limited_addresses = Gauge("apportion_refusal_limited_addresses",
+                                       "Addresses over their limit of refusals before authentication", registry=r)
+        self.connections_closed = Counter("apportion_connections_closed",
+                                          "Connections the master closed: head_timeout (no whole request head in "
+                                          "time), body_too_slow, head_too_large, too_many (over the bound)",
+                                          ["reason"], registry=r)
+        self.connections = Gauge("apportion_http_connections", "Open HTTP connections", registry=r)
 
     def observe_hosts(self, m: Any) -> None:
         """Per host, from the master's published state: what its live activities use (the sum of

@@ -27,6 +27,7 @@ from apportion.importers.ego.names import (
     kind_of_file,
 )
 from apportion.importers.ego.xmlfile import EGO_NAMESPACE, Node, read_xml
+from apportion.plan.context import MAX_DEPTH
 from apportion.plan.errors import PlanError, Problem
 
 ROOT = "/"
@@ -362,10 +363,20 @@ class _Reader:
             return None
         return f"/{name}" if parent == ROOT else f"{parent}/{name}"
 
+    def too_deep(self, node: Node, path: str) -> bool:
+        """A consumer deeper than a plan allows is one problem, its subtree not read."""
+        depth = path.count("/")
+        if depth <= MAX_DEPTH:
+            return False
+        below = sum(1 for _ in _consumers_below(node))
+        self.problem(node, f"consumer {path} is {depth} levels deep; a plan allows at most {MAX_DEPTH} levels "
+                     "below the root" + (f" (the {below} consumer(s) below it are not read)" if below else ""))
+        return True
+
     def read_hierarchy_consumer(self, node: Node, parent: str) -> None:
         self.check_attrs(node, ("ConsumerName",))
         path = self.consumer_path(node, parent)
-        if path is None:
+        if path is None or self.too_deep(node, path):
             return
         if path in self.consumers:
             self.problem(node, f"consumer {path} is defined twice (first at line {self.consumers[path].node.line})")
@@ -455,6 +466,10 @@ class _Reader:
             return
         consumer = self.consumers.get(path)
         if consumer is None:
+            if path.count("/") > MAX_DEPTH:
+                if not self.hierarchy:  # the hierarchy said so already
+                    self.too_deep(node, path)
+                return
             if self.hierarchy:
                 self.note(node, f"not carried: consumer {path} is not in the ConsumerHierarchy, and EGO does "
                           "not recognise a consumer planned only in a DistributionTree")
@@ -759,6 +774,14 @@ class _Reader:
             compile_plan(mapping, source="<imported plan>")
         except PlanError as e:
             raise PlanError([_located(p, origins) for p in e.problems]) from None
+
+
+def _consumers_below(node: Node) -> Iterable[Node]:
+    todo = [c for c in node if c.name == "Consumer"]
+    while todo:
+        c = todo.pop()
+        yield c
+        todo.extend(x for x in c if x.name == "Consumer")
 
 
 def _count(owned_hosts: Any) -> int:

@@ -6,6 +6,12 @@ is refused with a clear problem instead of being expanded. Elements come back
 as ``Node`` objects: the local name (the EGO namespace, or none, is dropped),
 attributes, text, children and the line the element starts on, so every
 message can say ``FILE:LINE: <Element>: reason``.
+
+Elements nested more than ``MAX_NESTING`` levels deep are refused while the file
+is parsed, with the line of the first one too deep: EGO's files need far fewer
+(a consumer tree is at most ``MAX_DEPTH`` levels in a plan), and a document nested
+thousands of levels deep is a mistake or an attack, not a plan. The tree is
+turned into ``Node`` objects without recursion.
 """
 
 from __future__ import annotations
@@ -18,10 +24,16 @@ from xml.etree.ElementTree import Element, ParseError, TreeBuilder
 import defusedxml
 import defusedxml.ElementTree as safe_et
 
+from apportion.plan.context import MAX_DEPTH
 from apportion.plan.errors import Problem
 
 EGO_NAMESPACE = "http://www.platform.com/ego/2005/05/schema"
 """The namespace EGO's configuration files declare; elements in it or in none are read."""
+
+MAX_NESTING = 64
+"""The deepest element nesting read. ConsumerTrees.xml at a plan's deepest (the root element, a
+DistributionTree, ``MAX_DEPTH`` nested consumers, their policies and the elements in those) is
+about a dozen levels; the margin leaves room for files written by hand or by other tools."""
 
 
 @dataclass
@@ -42,19 +54,35 @@ class Node:
         return f"<{self.name}>"
 
 
+class _TooDeep(Exception):
+    def __init__(self, tag: str, line: int) -> None:
+        super().__init__(tag)
+        self.tag, self.line = tag, line
+
+
 class _LinedBuilder(TreeBuilder):
-    """A tree builder that notes the line each element starts on (read from the parser)."""
+    """A tree builder that notes the line each element starts on (read from the parser), and
+    stops the parse at the first element nested deeper than ``MAX_NESTING``."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lines: dict[Element, int] = {}
         self.parser: safe_et.DefusedXMLParser | None = None
+        self.depth = 0
 
     def start(self, tag: str, attrs: dict[str, str]) -> Element:  # type: ignore[override]
-        element = super().start(tag, attrs)
         assert self.parser is not None
-        self.lines[element] = self.parser.parser.CurrentLineNumber
+        line = self.parser.parser.CurrentLineNumber
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _TooDeep(tag, line)
+        element = super().start(tag, attrs)
+        self.lines[element] = line
         return element
+
+    def end(self, tag: str) -> Element:
+        self.depth -= 1
+        return super().end(tag)
 
 
 def _split(tag: str) -> tuple[str | None, str]:
@@ -64,12 +92,23 @@ def _split(tag: str) -> tuple[str | None, str]:
     return None, tag
 
 
-def _node(element: Element, lines: dict[Element, int], file: str) -> Node:
+def _one(element: Element, lines: dict[Element, int], file: str) -> Node:
     namespace, local = _split(element.tag)
     attrs = {_split(k)[1]: v for k, v in element.attrib.items()}
-    node = Node(local, attrs, (element.text or "").strip(), lines.get(element, 0), file, namespace=namespace)
-    node.children = [_node(child, lines, file) for child in element]
-    return node
+    return Node(local, attrs, (element.text or "").strip(), lines.get(element, 0), file, namespace=namespace)
+
+
+def _node(root: Element, lines: dict[Element, int], file: str) -> Node:
+    """``root`` and everything in it as Nodes, children in document order (a loop, not recursion)."""
+    top = _one(root, lines, file)
+    todo = [(root, top)]
+    while todo:
+        element, node = todo.pop()
+        for child in element:
+            sub = _one(child, lines, file)
+            node.children.append(sub)
+            todo.append((child, sub))
+    return top
 
 
 def read_xml(path: Path, problems: list[Problem]) -> Node | None:
@@ -99,6 +138,12 @@ def read_xml(path: Path, problems: list[Problem]) -> Node | None:
         return None
     except defusedxml.DefusedXmlException as e:
         problems.append(Problem(file, parser.parser.CurrentLineNumber, "document", f"refused: {e}"))
+        return None
+    except _TooDeep as e:
+        problems.append(Problem(file, e.line, f"<{_split(e.tag)[1]}>",
+                                f"refused: elements nested more than {MAX_NESTING} levels deep; an EGO file "
+                                f"needs far fewer (a consumer tree has at most {MAX_DEPTH} levels below the root "
+                                "in a plan), so the file is not read"))
         return None
     except ParseError as e:
         line, column = e.position
