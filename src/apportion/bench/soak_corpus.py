@@ -1,5 +1,6 @@
 """Hostile requests for the soak (bench/soak.py): each must be refused with a 4xx, never a 5xx
-and never accepted. Issue 18's cases and more."""
+and never accepted: NaN and Infinity, wrong types, deep nesting, NUL bytes, oversized and
+chunked bodies, tokens out of scope, and more."""
 
 from __future__ import annotations
 
