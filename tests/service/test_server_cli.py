@@ -77,3 +77,28 @@ def test_tokens_listed_and_revoked_from_the_cli(tmp_path):
         assert last.returncode != 0 and "last admin token" in last.stderr
     finally:
         m.proc.kill()
+
+
+def test_init_again_mints_nothing_and_overwrites_nothing_unless_told(tmp_path):
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    first = tmp_path / "admin.token"
+
+    def init(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*CLI, "server", "init", "--db", db, *args], capture_output=True, text=True, timeout=60)
+
+    assert init("--token-file", str(first)).returncode == 0
+    token = first.read_text()
+    again = init("--token-file", str(first))  # the same file: kept as it is
+    assert again.returncode == 1 and "not overwritten" in again.stderr
+    assert first.read_text() == token
+    second = tmp_path / "second.token"
+    again = init("--token-file", str(second))  # the store has an admin token: none minted
+    assert again.returncode == 1 and "already has 1 admin token" in again.stderr
+    assert not second.exists()
+    told = init("--token-file", str(second), "--another-admin-token")
+    assert told.returncode == 0, told.stderr
+    assert second.read_text() != token
+    forced = init("--token-file", str(first), "--another-admin-token", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert first.read_text() not in (token, second.read_text())
+    assert stat.S_IMODE(os.stat(first).st_mode) == 0o600

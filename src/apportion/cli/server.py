@@ -193,15 +193,30 @@ def server(
 def init(
     token_file: Path = typer.Option(..., "--token-file", help="Where to write the admin token (mode 0600)."),
     db: str | None = typer.Option(None, "--db", help="The store (as for `apportion server`)."),
+    another: bool = typer.Option(False, "--another-admin-token",
+                                 help="Mint one more admin token for a store that has some already."),
+    force: bool = typer.Option(False, "--force", help="Overwrite the token file if it exists."),
 ) -> None:
-    """Create the store's schema and write a first admin token to a file only its owner can read."""
+    """Create the store's schema and write a first admin token to a file only its owner can read.
+    Run again on a store that has an admin token, it changes nothing and says so, unless told
+    to mint another; it never overwrites a token file unless told to."""
     from apportion.service.store.db import make_engine, upgrade
     from apportion.service.store.writer import StoreWriter
 
+    if token_file.exists() and not force:
+        typer.echo(f"{token_file} exists: not overwritten (it may hold the only copy of a token); "
+                   "name another file, or pass --force", err=True)
+        raise typer.Exit(1)
     engine = make_engine(_db_url(db))
     upgrade(engine)
-    token = StoreWriter(engine).create_token("admin")
-    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    writer = StoreWriter(engine)
+    admins = sum(1 for t in writer.tokens() if t.get("kind") == "admin")
+    if admins and not another:
+        typer.echo(f"the store already has {admins} admin token(s): nothing minted. Use one of them "
+                   "(`apportion token create --admin`), or pass --another-admin-token", err=True)
+        raise typer.Exit(1)
+    token = writer.create_token("admin")
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     os.chmod(token_file, 0o600)
