@@ -102,3 +102,57 @@ def test_init_again_mints_nothing_and_overwrites_nothing_unless_told(tmp_path):
     assert forced.returncode == 0, forced.stderr
     assert first.read_text() not in (token, second.read_text())
     assert stat.S_IMODE(os.stat(first).st_mode) == 0o600
+
+
+def _server_on_a_terminal(tmp_path, env_extra: dict[str, str]) -> str:
+    """What a master started by hand prints on its terminal while a client calls it."""
+    import pty
+    import select
+
+    tmp_path.mkdir()
+    (tmp_path / "plan.yaml").write_text(PLAN)
+    db = f"sqlite:///{tmp_path / 'a.db'}"
+    token_file = tmp_path / "admin.token"
+    subprocess.run([*CLI, "server", "init", "--db", db, "--token-file", str(token_file)], check=True,
+                   capture_output=True, timeout=60)
+    port = free_port()
+    main, sub = pty.openpty()
+    p = subprocess.Popen([*CLI, "server", "--plan", str(tmp_path / "plan.yaml"), "--db", db,
+                          "--listen", f"127.0.0.1:{port}"], stdin=subprocess.DEVNULL, stdout=sub, stderr=sub,
+                         env={**os.environ, **env_extra})
+    os.close(sub)
+    out = bytearray()
+
+    def drain() -> None:
+        while select.select([main], [], [], 0)[0]:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            out.extend(chunk)
+
+    try:
+        headers = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+        wait_until(lambda: (drain(), httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200)[1],
+                   30, "ready")
+        for _ in range(5):
+            assert httpx.get(f"http://127.0.0.1:{port}/v1/hosts", headers=headers, timeout=5).status_code == 200
+        p.send_signal(signal.SIGTERM)
+        wait_until(lambda: (drain(), p.poll() is not None)[1], 30, "the master stops")
+        drain()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        os.close(main)
+    return out.decode(errors="replace")
+
+
+def test_a_master_on_a_terminal_keeps_the_access_log_off_unless_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("APPORTION_ACCESS_LOG", raising=False)
+    quiet = _server_on_a_terminal(tmp_path / "a", {})
+    assert "GET /v1/hosts 200" not in quiet, quiet[-2000:]
+    asked = _server_on_a_terminal(tmp_path / "b", {"APPORTION_ACCESS_LOG": "1"})
+    assert asked.count("GET /v1/hosts 200") == 5, asked[-2000:]

@@ -44,7 +44,11 @@ def _logging(level: str) -> None:
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     # the access log (one line per request) follows --log-level; APPORTION_ACCESS_LOG=1 keeps
     # it on under a quieter level (benchmarks measure its cost that way), =0 turns it off
+    # On a terminal (a master started by hand, `&` in a shell) the access log is off unless asked
+    # for: one line per agent heartbeat would bury the prompt. Under systemd or into a file it is on.
     access = os.environ.get("APPORTION_ACCESS_LOG")
+    if access is None and sys.stderr.isatty():
+        access = "0"
     if access in ("0", "1"):
         logging.getLogger("apportion.access").setLevel(logging.INFO if access == "1" else logging.WARNING)
 
