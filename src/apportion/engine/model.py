@@ -22,6 +22,7 @@ class HostState(str, Enum):
     OK = "ok"  # takes new work
     CLOSED = "closed"  # keeps what it runs, takes nothing new
     UNAVAILABLE = "unavailable"  # as closed (DUCC: the node says it is unavailable)
+    UNREACHABLE = "unreachable"  # as closed: its agent stopped answering, what it holds stays held
     DOWN = "down"  # gone: what it ran is lost
 
 
