@@ -8,13 +8,16 @@ the returning agent reports their processes gone, or an administrator confirms t
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import sys
 import time
 
 import psutil
 
-from tests.service.live import SLEEPER, events, granted, host_state, reap, running, start_agent, start_master, \
+from tests.service.live import CLI, events, granted, host_state, reap, running, start_agent, start_master, \
     wait_until
 
 PLAN = """
@@ -48,6 +51,13 @@ def processes_of(act: int) -> list[psutil.Process]:
     return out
 
 
+def apportion(m, *args: str) -> subprocess.CompletedProcess:
+    """The ``apportion`` command as an operator runs it."""
+    env = {**os.environ, "APPORTION_MASTER": m.url, "APPORTION_TOKEN": m.token, "COLUMNS": "200",
+           "APPORTION_RETRY_FOR": "2"}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=60)
+
+
 def test_an_agent_restarted_20_times_keeps_every_activity(tmp_path):
     """SIGTERM and start again, 20 times, with work running: the host is unreachable meanwhile,
     never down, and every activity is adopted by the next agent: none is lost."""
@@ -66,14 +76,14 @@ def test_an_agent_restarted_20_times_keeps_every_activity(tmp_path):
                 wait_until(lambda: agent.output().count("h1: registered with") == i + 2, 20, "the agent back")
                 wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 back")
             took = time.monotonic() - began
-            # each restart (a second or more) outlasted 3 missed heartbeats of 0.1 s: unreachable, not down
-            said = m.proc.output()
-            assert said.count("host h1: no heartbeat for") >= 20 and "down, what ran there is lost" not in said
             states = [c.get(f"/v1/activities/{act}").json() for act in acts]
             assert [(s["state"], s["pid"]) for s in states] == [("running", pid) for pid in pids], states
             assert all(psutil.pid_exists(pid) for pid in pids)
             assert not [e for e in events(c, a) if e["type"] in ("lost", "removed")]
             assert c.get(f"/v1/allocations/{aid}").json()["hosts"] == {"h1": 4}
+            # each restart (a second or more) outlasted 3 missed heartbeats of 0.1 s: unreachable, not down
+            said = m.proc.output()
+            assert said.count("host h1: no heartbeat for") >= 20 and "down, what ran there is lost" not in said
             print(f"20 agent restarts in {took:.1f} s, 4 of 4 activities kept")
     finally:
         agent.kill()
@@ -189,8 +199,8 @@ def test_confirm_dead_frees_the_host_at_once_and_is_audited(tmp_path):
             wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["hosts"] == {"h1": 2}, 20, "A on h1")
             act, pid = running(c, aid, "h1", STUBBORN)
 
-            r = c.post("/v1/hosts/h2/confirm-dead")
-            assert r.status_code == 409 and "h2 is ok" in r.json()["detail"], r.text
+            r = apportion(m, "host", "confirm-dead", "h2")
+            assert r.returncode == 1 and "409" in r.stderr and "h2 is ok" in r.stderr, r.stderr
             assert c.post("/v1/hosts/nope/confirm-dead").status_code == 404
 
             agents[0].kill(signal.SIGKILL)
@@ -199,8 +209,11 @@ def test_confirm_dead_frees_the_host_at_once_and_is_audited(tmp_path):
             h = host(c, "h1")
             assert h["lost_at"] == h["last_seen"] + 60 and h["unreachable_since"] >= h["last_seen"]
 
-            r = c.post("/v1/hosts/h1/confirm-dead")
-            assert r.status_code == 200 and r.json() == {"name": "h1", "state": "down"}, r.text
+            listed = apportion(m, "host", "list").stdout
+            assert [line for line in listed.splitlines() if line.startswith("│ h1")][0].split("│")[2].strip() \
+                .startswith("unreachable (down at"), listed
+            r = apportion(m, "host", "confirm-dead", "h1", "--json")
+            assert r.returncode == 0 and json.loads(r.stdout) == {"name": "h1", "state": "down"}, r.stderr
             h = host(c, "h1")
             assert (h["state"], h["fenced"], h["fenced_for"], h["lost_at"]) == ("down", 0, [], None), h
             assert c.get(f"/v1/activities/{act}").json()["state"] == "lost"
