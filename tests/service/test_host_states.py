@@ -114,6 +114,9 @@ def test_a_host_back_from_loss_grants_nothing_while_its_old_processes_live(tmp_p
             assert c.get(f"/v1/allocations/{aid}").json()["held"] == 0
             h = host(c, "h1")
             assert (h["fenced"], h["fenced_for"]) == (2, [act]), h
+            m.restart()  # the fence is in the store: a restarted master keeps it
+            h = host(c, "h1")
+            assert (h["state"], h["fenced"], h["fenced_for"]) == ("down", 2, [act]), h
             b = c.post("/v1/clients", json={"name": "appB", "consumer": "/B"}).json()["id"]
             bid = c.post("/v1/allocations", json={"client": b, "consumer": "/B", "group": "all", "max": 2}).json()["id"]
 
@@ -160,9 +163,12 @@ def test_sigkill_of_the_agent_during_a_reclaims_grace_waits_for_the_processes(tm
             agent.kill(signal.SIGKILL)  # during the grace
             assert time.time() < reclaim["deadline"]
             wait_until(lambda: [e for e in events(c, a) if e["type"] == "removed"], 20, "the grace over")
+            m.restart()  # an unreachable host, its fence and its pending stop are in the store
+            assert c.get("/readyz").json()["quarantined"] == 0
             assert host_state(m, "h1") == "unreachable"
             assert c.get(f"/v1/activities/{act}").json()["stopping"] is True
             assert c.get(f"/v1/allocations/{bid}").json()["held"] == 0
+            assert host(c, "h1")["fenced"] == 1
 
             agent = start_agent(m, "h1", tmp_path / "h1", slots=2)
             fenced_while_alive = 0

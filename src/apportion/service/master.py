@@ -150,7 +150,9 @@ class Master:
         self._restore(snapshot)
         self._state_seen = self.engine.state
         self._replan = False
-        self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {}
+        s = self.engine.state  # the fences restored, published from the start (then by each step)
+        self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {
+            k: (n, *(s.fence_pool[k] if k in s.fence_pool else (None, None, 0))) for k, n in s.fences.items()}
 
     # -- recovery -------------------------------------------------------------------
     def _reported(self) -> list[liveplan.ReportedHost]:
