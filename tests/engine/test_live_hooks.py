@@ -101,6 +101,23 @@ def test_a_host_down_whose_processes_may_run_keeps_them_fenced_until_they_are_go
     assert all(v >= 0 for here in e.state.pool_used.values() for v in here.values())
 
 
+def test_an_unreachable_host_moves_no_share():
+    """A silent host keeps its work and takes nothing new, as a closed one, but its idle slots
+    still count: /Ops' 2 owned slots idle on h2 do not squeeze batch's share while h2's agent
+    is away (closed, the pool shrinks and batch's slots are reclaimed for it)."""
+    from apportion.engine import HostState
+
+    for state, reclaimed in ((HostState.UNREACHABLE, 0), (HostState.CLOSED, 2)):
+        e = engine()
+        e.submit(Request("b", "/Apps/batch", max=8, groups=("G",)))
+        e.cycle(0)
+        assert held(e, "b") == {"h1": 6, "h2": 2}
+        e.set_host_state("h2", state)
+        d = e.cycle(1)
+        assert sum(r.slots for r in d.reclaims) == reclaimed, (state, d.reclaims)
+        assert held(e, "b") == {"h1": 6, "h2": 2}
+
+
 def snapshot(e: Engine):
     """What the service stores: requests and their allocations, with ids."""
     reqs = []
