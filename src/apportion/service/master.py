@@ -439,7 +439,7 @@ class Master:
 
     # -- hosts ------------------------------------------------------------------------
     def _missed_limit(self) -> int:
-        """Heartbeats a host's agent may miss before the host is down (DUCC: node stability)."""
+        """Heartbeats a host's agent may miss before the host is unreachable (DUCC: down; node stability)."""
         return self.settings.missed
 
     def _check_hosts(self, batch: Batch, now: float) -> None:
