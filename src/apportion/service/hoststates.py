@@ -189,13 +189,20 @@ def op_confirm_dead(m: Master, name: str, by: str | None = None) -> Any:
     return run
 
 
-def json(m: Master, h: HostPub) -> dict[str, Any]:
+def fenced_by_host(m: Master) -> dict[str, int]:
+    """host -> the slots fenced there (published)."""
+    out: dict[str, int] = {}
+    for (_, host), f in m.fences.items():
+        out[host] = out.get(host, 0) + f[0]
+    return out
+
+
+def json(m: Master, h: HostPub, fenced: dict[str, int]) -> dict[str, Any]:
     """What ``GET /v1/hosts`` says of a host's state beside ``state`` and ``last_seen``:
-    since when it is silent, when it is (or was) to be declared lost, the slots fenced
-    there and the lost activities whose processes may still run there."""
-    window = lost_after(m)
-    fenced = sum(f[0] for (_, host), f in m.fences.items() if host == h.name)
+    since when it is silent, when it is to be declared lost (while unreachable), the slots
+    fenced there (``fenced``: ``fenced_by_host``) and the lost activities whose processes
+    may still run there."""
     return {"unreachable_since": h.unreachable_since,
-            "lost_at": h.last_seen + window if h.state == UNREACHABLE else None,
-            "fenced": fenced,
+            "lost_at": h.last_seen + lost_after(m) if h.state == UNREACHABLE else None,
+            "fenced": fenced.get(h.name, 0),
             "fenced_for": sorted(m.orphans.get(h.name, {}))}

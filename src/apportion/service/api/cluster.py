@@ -23,10 +23,11 @@ _PLAN_BODY = Body(..., media_type="text/plain", description="The plan's text: YA
 @router.get("/hosts")
 async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
     m = c.m
+    fenced = hoststates.fenced_by_host(m)
     return {"hosts": [{"name": h.name, "state": h.state, "slots": h.slots, "free": m.free_on(h.name),
                        "used": m.host_used.get(h.name, 0), "memory": h.memory, "os": h.os,
                        "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen, **h.facts(),
-                       **hoststates.json(m, h), **m.start_failures.json(h.name)}
+                       **hoststates.json(m, h, fenced), **m.start_failures.json(h.name)}
                       for h in sorted(m.hosts.values(), key=lambda h: h.name)]}
 
 
