@@ -75,6 +75,49 @@ def test_a_host_going_down_drops_its_fences():
     assert all(v >= 0 for here in e.state.pool_used.values() for v in here.values())
 
 
+def test_a_host_down_whose_processes_may_run_keeps_them_fenced_until_they_are_gone():
+    """A host that stopped answering is declared down, but what ran there may still run: with
+    ``keep_in_use`` the slots of the allocations lost with it stay fenced, through its return,
+    until ``set_in_use`` says the processes are gone."""
+    from apportion.engine import HostState
+
+    e = engine()
+    e.submit(Request("b", "/Apps/batch", max=8, groups=("G",)))
+    e.cycle(0)
+    assert held(e, "b") == {"h1": 6, "h2": 2}
+    e.state.set_in_use("b", "h1", 5)  # processes of 5 of its 6 slots on h1
+    lost = e.set_host_state("h1", HostState.DOWN, keep_in_use=True)
+    assert sum(r.slots for r in lost) == 6 and held(e, "b") == {"h2": 2}
+    assert e.state.fences == {("b", "h1"): 5}
+    e.set_host_state("h1", HostState.OK)  # back: 1 slot is free, 5 are fenced
+    assert e.state.hosts["h1"].free == 1 and e.state.fences == {("b", "h1"): 5}
+    e.submit(Request("w", "/Apps/web", max=6, groups=("G",)))
+    e.cycle(1)
+    assert sum(a.slots for a in e.state.by_host["h1"].values()) == 1  # only the free one is given
+    assert e.state.set_in_use("b", "h1", 0) == 5  # the agent reports them gone
+    assert not e.state.fences and not e.state.fence_pool and e.state.hosts["h1"].free == 5
+    e.cycle(2)
+    assert sum(a.slots for a in e.state.by_host["h1"].values()) == 6
+    assert all(v >= 0 for here in e.state.pool_used.values() for v in here.values())
+
+
+def test_an_unreachable_host_moves_no_share():
+    """A silent host keeps its work and takes nothing new, as a closed one, but its idle slots
+    still count: /Ops' 2 owned slots idle on h2 do not squeeze batch's share while h2's agent
+    is away (closed, the pool shrinks and batch's slots are reclaimed for it)."""
+    from apportion.engine import HostState
+
+    for state, reclaimed in ((HostState.UNREACHABLE, 0), (HostState.CLOSED, 2)):
+        e = engine()
+        e.submit(Request("b", "/Apps/batch", max=8, groups=("G",)))
+        e.cycle(0)
+        assert held(e, "b") == {"h1": 6, "h2": 2}
+        e.set_host_state("h2", state)
+        d = e.cycle(1)
+        assert sum(r.slots for r in d.reclaims) == reclaimed, (state, d.reclaims)
+        assert held(e, "b") == {"h1": 6, "h2": 2}
+
+
 def snapshot(e: Engine):
     """What the service stores: requests and their allocations, with ids."""
     reqs = []

@@ -118,7 +118,7 @@ def start_master(workdir: Path, plan_text: str, db: str | None = None, extra: li
         token = token_file.read_text().strip()
     port = port or free_port()
     args = [*CLI, "server", "--plan", str(plan), "--db", db, "--listen", f"127.0.0.1:{port}",
-            "--heartbeat", "0.3", "--kill-grace", "1", *(extra or [])]
+            "--heartbeat", "0.3", "--kill-grace", "1", "--host-lost-after", "2", *(extra or [])]
     proc = Proc(args, workdir / f"master-{port}.log")
     proc.start()
     m = Master(db, workdir, port, token, plan, proc, extra or [])

@@ -108,7 +108,7 @@ def _run(master: str | None, token_file: Path | None, json_out: bool, call: Call
 # the other columns hold numbers: right-justified, and never wrapped or cut (cli/tables.py)
 _TEXT_COLUMNS = {"CONSUMER", "GROUP", "GROUPS", "HOST", "HOSTS", "NAME", "STATE", "ATTRIBUTES", "ARGV", "FOR", "USER",
                  "CONTAINMENT", "REASON", "DEADLINE", "CLIENT", "KIND", "SCOPE", "TIME", "TOKEN", "CALL", "OUTCOME",
-                 "CLASS", "SHARES", "OOM"}
+                 "CLASS", "SHARES", "OOM", "LAST SEEN"}
 
 
 def _table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
@@ -354,18 +354,45 @@ def alloc_free(id: Annotated[int, typer.Argument(help="The allocation id.")],
 host_app = typer.Typer(help="Hosts reported by the agents.", no_args_is_help=True)
 
 
+def _host_state(h: dict[str, Any]) -> str:
+    """A host's state as `host list` shows it: why it was closed, when a silent one is to be lost."""
+    state = str(h.get("state"))
+    if h.get("state") == "unreachable" and h.get("lost_at") is not None:
+        state += f" (down at {_when(h['lost_at'])})"
+    elif h.get("closed_reason"):
+        state += f" ({h['closed_reason']})"
+    return state
+
+
+def _ago(ts: Any) -> str:
+    return "-" if not isinstance(ts, (int, float)) or ts <= 0 else f"{max(0.0, time.time() - ts):.0f}s ago"
+
+
 @host_app.command("list")
 def host_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
-    """Every host: state (ok, closed, down, and why the master closed it), slots, free slots,
-    containment (cgroup-v2, cgroup-v1, process-group), alien processes, attributes."""
+    """Every host: state (ok, closed, unreachable: its agent is silent and it keeps its work,
+    down: what ran there is lost), its agent's last heartbeat, slots, free slots, slots fenced
+    for processes not yet known gone, containment (cgroup-v2, cgroup-v1, process-group), alien
+    processes, attributes."""
     _run(master, token_file, json_out, lambda api: {"hosts": api.hosts()},
-         lambda v: print_table(out, _table(None, ("NAME", "STATE", "SLOTS", "FREE", "CONTAINMENT", "ALIEN", "ATTRIBUTES"),
-                                           ([h.get("name"), h.get("state") + (f" ({h['closed_reason']})"
-                                                                              if h.get("closed_reason") else ""),
-                                             h.get("slots"), h.get("free"), h.get("containment") or "-",
+         lambda v: print_table(out, _table(None, ("NAME", "STATE", "LAST SEEN", "SLOTS", "FREE", "FENCED",
+                                                  "CONTAINMENT", "ALIEN", "ATTRIBUTES"),
+                                           ([h.get("name"), _host_state(h), _ago(h.get("last_seen")),
+                                             h.get("slots"), h.get("free"), h.get("fenced", 0),
+                                             h.get("containment") or "-",
                                              "-" if h.get("alien") is None else h["alien"],
                                              " ".join(f"{k}={x}" for k, x in (h.get("attributes") or {}).items()) or "-"]
                                             for h in v["hosts"]))))
+
+
+@host_app.command("confirm-dead")
+def host_confirm_dead(name: Annotated[str, typer.Argument(help="The host.")],
+                      master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
+    """Confirm that an unreachable or down host is dead (powered off, reinstalled): what ran there
+    is lost now, and the slots fenced there for its processes are free. Refused while its agent
+    answers."""
+    _run(master, token_file, json_out, lambda api: api.confirm_dead(name),
+         _said(f"host {name}: confirmed dead; nothing is fenced there any more"))
 
 
 @host_app.command("close")

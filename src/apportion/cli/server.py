@@ -79,6 +79,10 @@ def server(
     tick: float = typer.Option(1.0, "--tick", help="Seconds between timer cycles (reclaim deadlines)."),
     heartbeat: float = typer.Option(1.0, "--heartbeat", help="The agents' heartbeat interval, seconds."),
     kill_grace: float = typer.Option(10.0, "--kill-grace", help="SIGTERM, then SIGKILL after this many seconds."),
+    host_lost_after: float = typer.Option(60.0, "--host-lost-after", min=0.0,
+                                          help="Seconds without a heartbeat before a host is down and what ran "
+                                          "there is lost; before that (from 3 missed heartbeats) it is "
+                                          "unreachable and keeps its work. 0: down at once."),
     ssl_certfile: Path | None = typer.Option(None, "--ssl-certfile", help="TLS certificate (PEM)."),
     ssl_keyfile: Path | None = typer.Option(None, "--ssl-keyfile", help="TLS private key (PEM)."),
     log_level: str = typer.Option("info", "--log-level"),
@@ -177,7 +181,8 @@ def server(
     scheme = "https" if tls else "http"
     shown = f"[{host}]" if ":" in host else host
     config = ServerConfig(url=advertise or f"{scheme}://{shown}:{port}",
-                          settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace), swept=True,
+                          settings=Settings(tick=tick, heartbeat=heartbeat, kill_grace=kill_grace,
+                                            host_lost_after=host_lost_after), swept=True,
                           refusal_limit=refusal_limit, refusal_window=refusal_window)
     app = create_app(engine, config)
     if max_connections is None:

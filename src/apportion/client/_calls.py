@@ -172,6 +172,10 @@ class Endpoints:
         """Open a closed host again."""
         return self._send(Call("POST", f"/v1/hosts/{name}/open"))
 
+    def confirm_dead(self, name: str) -> Any:
+        """Say an unreachable or down host is dead: what ran there is lost and its fenced slots are free."""
+        return self._send(Call("POST", f"/v1/hosts/{name}/confirm-dead"))
+
     def consumers(self) -> Any:
         """-> list of ``ConsumerRow``, one per consumer and group."""
         return self._send(Call("GET", "/v1/consumers", pick=_key("consumers")))

@@ -66,6 +66,11 @@ class Host(TypedDict, total=False):
     run_as: dict[str, Any] | None  # {"root": can its agent switch users, "user": the agent's own}
     alien: int | None  # processes of non-system users in no activity
     closed_reason: str | None  # why the master closed it
+    last_seen: float  # the time of its agent's last heartbeat
+    unreachable_since: float | None  # since when its agent is silent (unreachable or down)
+    lost_at: float | None  # unreachable: when it is to be declared down
+    fenced: int  # slots fenced there for processes not yet known gone
+    fenced_for: list[int]  # the lost activities whose processes may still run there
 
 
 class ConsumerRow(TypedDict, total=False):

@@ -50,7 +50,7 @@ def _fenced(m: Master) -> dict[str, int]:
 
 def host_counts(m: Master) -> dict[str, int]:
     fenced = _fenced(m)
-    ok = down = closed = total = used = free = 0
+    ok = down = unreachable = closed = total = used = free = 0
     for h in m.hosts.values():
         u = m.host_used.get(h.name, 0)
         if h.state == "down":
@@ -58,12 +58,16 @@ def host_counts(m: Master) -> dict[str, int]:
             continue
         total += h.slots
         used += u
+        if h.state == "unreachable":  # its agent is silent: it keeps its work, takes nothing new
+            unreachable += 1
+            continue
         if h.state != "ok" or h.closed:
             closed += 1
             continue
         ok += 1
         free += max(0, h.slots - u - fenced.get(h.name, 0))
-    return {"hosts": len(m.hosts), "up": ok, "down": down, "closed": closed, "slots": total, "used": used,
+    return {"hosts": len(m.hosts), "up": ok, "down": down, "unreachable": unreachable, "closed": closed,
+            "slots": total, "used": used,
             "free": free}
 
 
@@ -122,7 +126,7 @@ async def summary(request: Request, c: Caller = Depends(user)) -> Any:
 
 @router.get("/hostmap")
 async def hostmap(offset: int = Query(0, ge=0, le=2**31 - 1), limit: int = Query(2000, ge=1, le=10_000),
-                  state: Literal["ok", "closed", "down"] | None = None,
+                  state: Literal["ok", "closed", "unreachable", "down"] | None = None,
                   name: str | None = Query(None, max_length=200, description="only hosts whose name has this"),
                   c: Caller = Depends(user)) -> Any:
     """Hosts as ``tiles``, sorted by name, a page at a time: each ``[name, slots, memory (GB),

@@ -159,13 +159,13 @@ class Engine:
         self._quiet = None
         return new.removed
 
-    def set_host_state(self, name: str, state: HostState) -> list[Removal]:
+    def set_host_state(self, name: str, state: HostState, keep_in_use: bool = False) -> list[Removal]:
         """A host closes, opens, goes down (its allocations are lost) or comes back.
         Going down or coming back shrinks or grows its groups: owned hosts are worked
         out again (EGO's ownership policy, step 3; engine/ownership.py)."""
         self._quiet = None
         was_down = self.state.hosts[name].state is HostState.DOWN
-        lost = self.state.set_host_state(name, state)
+        lost = self.state.set_host_state(name, state, keep_in_use)
         if was_down != (state is HostState.DOWN):
             self._reown(grew=was_down)
         return lost

@@ -22,6 +22,9 @@ class HostState(str, Enum):
     OK = "ok"  # takes new work
     CLOSED = "closed"  # keeps what it runs, takes nothing new
     UNAVAILABLE = "unavailable"  # as closed (DUCC: the node says it is unavailable)
+    # as closed (what it holds stays held), but its slots count in its groups' capacity as they
+    # did: its agent stopped answering, and shares do not move while it may come back
+    UNREACHABLE = "unreachable"
     DOWN = "down"  # gone: what it ran is lost
 
 

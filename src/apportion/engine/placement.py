@@ -93,8 +93,11 @@ class GroupIndex:
                 self.not_taking.pop(h.host.name, None)
 
     def capacity(self) -> int:
-        """Slots this group can count on: hosts taking work, plus what closed hosts still run."""
-        return self.slots_taking_work + sum(h.used for h in self.not_taking.values())
+        """Slots this group can count on: hosts taking work, plus what closed hosts still run,
+        plus every slot of an unreachable host (silent for a while, as an agent being restarted
+        is: shares stay as they were, so nothing is reclaimed because it is silent)."""
+        return self.slots_taking_work + sum(h.host.slots if h.state is HostState.UNREACHABLE else h.used
+                                            for h in self.not_taking.values())
 
     def free_slots(self) -> int:
         return sum(h.free for h in self.hosts if h.takes_work)

@@ -784,16 +784,20 @@ class ClusterState:
         return heap[0][0] if heap else None
 
     # -- hosts ----------------------------------------------------------------
-    def set_host_state(self, name: str, state: HostState) -> list[Removal]:
+    def set_host_state(self, name: str, state: HostState, keep_in_use: bool = False) -> list[Removal]:
+        """``keep_in_use``: going down, the processes counted in ``in_use`` there may still
+        run (a host that stopped answering is not known to be dead): the slots of the
+        allocations lost with it stay fenced for them, and what was fenced stays so, until
+        ``set_in_use`` says they are gone. Without it they are taken to be gone with the host."""
         self.touch()
         h = self.hosts[name]
         lost: list[Removal] = []
         if state is HostState.DOWN:
-            # its processes are gone with it: nothing stays fenced there
-            for key in [k for k in self.in_use if k[1] == name]:
-                del self.in_use[key]
-            for key in [k for k in self.fences if k[1] == name]:
-                self.unfence(*key, self.fences[key])
+            if not keep_in_use:
+                for key in [k for k in self.in_use if k[1] == name]:
+                    del self.in_use[key]
+                for key in [k for k in self.fences if k[1] == name]:
+                    self.unfence(*key, self.fences[key])
             for a in list(self.by_host[name].values()):
                 lost.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "lost: host down"))
                 self.remove(a)

@@ -66,7 +66,7 @@ def take(m: Master, now: float) -> Sample:
             down += 1
             continue
         slots += h.slots
-        if h.closed or h.state == "closed":
+        if h.closed or h.state in ("closed", "unreachable"):  # up, and taking no new work
             closed += 1
         else:
             ok += 1

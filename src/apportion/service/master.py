@@ -25,7 +25,7 @@ from apportion.engine.decisions import Decisions, Removal
 from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
-from apportion.service import execution, liveplan
+from apportion.service import execution, hoststates, liveplan
 from apportion.service import quotas
 from apportion.service.hostfaults import StartFailures
 from apportion.service.refusal import ApiError  # here too: `from apportion.service.master import ApiError`
@@ -46,7 +46,8 @@ RECENT_EVENTS = 500  # per client, kept in memory (up to twice that); older ones
 class Settings:
     tick: float = 1.0  # seconds between timer cycles (reclaim deadlines)
     heartbeat: float = 1.0  # the agents' heartbeat interval
-    missed: int = 3  # heartbeats missed before a host is down
+    missed: int = 3  # heartbeats missed before a host is unreachable
+    host_lost_after: float = 60.0  # seconds without a heartbeat before a host is down (service/hoststates.py)
     kill_grace: float = 10.0  # SIGTERM, then SIGKILL after this many seconds
     output_lines: int = 100
 
@@ -126,13 +127,16 @@ class Master:
         self.recent_floor: dict[int, int] = {}  # client -> every event of it after this id is in recent_events
         self.first_event = self.next_event  # events before this id are read from the store
         self._now = time.time()
+        # host -> its activities declared lost whose processes may still run (service/hoststates.py)
+        self.orphans: dict[str, dict[int, ActivityPub]] = {}
         self._init_core(snapshot)
         self.quota = quotas.Book.of(self.clients.values(), self.allocations, self.live_on,
                                     getattr(self, "jobs", {}).values())  # kept by the hooks below
-        # a restart gives every host a fresh chance to heartbeat before it is declared down
+        # a restart gives every host a fresh chance to heartbeat before it is declared unreachable
         now = time.time()
         for h in self.hosts.values():
             h.last_seen = now
+            h.unreachable_since = now if h.state == hoststates.UNREACHABLE else None
 
     kind = "ego"  # the kind of plan this master serves (DuccMaster: "ducc")
 
@@ -146,11 +150,15 @@ class Master:
         self._restore(snapshot)
         self._state_seen = self.engine.state
         self._replan = False
-        self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {}
+        s = self.engine.state  # the fences restored, published from the start (then by each step)
+        self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {
+            k: (n, *(s.fence_pool[k] if k in s.fence_pool else (None, None, 0))) for k, n in s.fences.items()}
 
     # -- recovery -------------------------------------------------------------------
     def _reported(self) -> list[liveplan.ReportedHost]:
-        return [liveplan.ReportedHost(h.name, h.slots, h.memory, h.attributes, h.state)
+        # an unreachable host compiles as closed (a plan knows no such state); the engine is told after
+        return [liveplan.ReportedHost(h.name, h.slots, h.memory, h.attributes,
+                                      "closed" if h.state == hoststates.UNREACHABLE else h.state)
                 for h in self.hosts.values()]
 
     def _request(self, a: AllocationPub) -> Request:
@@ -193,9 +201,10 @@ class Master:
             for act in on.values():
                 key = (str(act.allocation), act.host)
                 s.in_use[key] = s.in_use.get(key, 0) + act.slots
+        hoststates.rebuild(self)
         for name, h in self.hosts.items():
             if name in s.hosts and s.hosts[name].state.value != h.state:
-                self.engine.set_host_state(name, HostState(h.state))
+                self.engine.set_host_state(name, HostState(h.state), keep_in_use=True)
         s.changed = set()
         self._publish_holdings_full([(a.id, self._holding(a)) for a in self.engine.state.allocs.values()])
 
@@ -430,16 +439,12 @@ class Master:
 
     # -- hosts ------------------------------------------------------------------------
     def _missed_limit(self) -> int:
-        """Heartbeats a host's agent may miss before the host is down (DUCC: node stability)."""
+        """Heartbeats a host's agent may miss before the host is unreachable (DUCC: down; node stability)."""
         return self.settings.missed
 
     def _check_hosts(self, batch: Batch, now: float) -> None:
-        """Hosts whose agent missed too many heartbeats go down: what runs there is lost."""
-        limit = now - self._missed_limit() * self.settings.heartbeat
-        for h in self.hosts.values():
-            if h.state != "down" and h.last_seen < limit:
-                log.warning("host %s: no heartbeat for %.1f s: down", h.name, now - h.last_seen)
-                self._set_state(h, "down", batch)
+        """Hosts whose agent missed too many heartbeats are unreachable, then down (hoststates.py)."""
+        hoststates.check(self, batch, now)
 
     def _set_state(self, h: HostPub, state: str, batch: Batch) -> None:
         h.state = state
@@ -450,8 +455,8 @@ class Master:
                 self._end(a, "lost", None, None, batch, time.time())
 
     def _engine_host_state(self, name: str, state: str) -> None:
-        if name in self.engine.state.hosts:
-            self.engine.set_host_state(name, HostState(state))
+        if name in self.engine.state.hosts:  # down: what may still run there stays fenced
+            self.engine.set_host_state(name, HostState(state), keep_in_use=True)
 
     def _end(self, a: ActivityPub, state: str, exit_code: int | None, signal: int | None, batch: Batch,
              now: float) -> None:
@@ -474,9 +479,11 @@ class Master:
         self._in_use(a.allocation, a.host)
 
     def _in_use(self, alloc: int, host: str) -> None:
-        used = sum(x.slots for x in self._live(alloc, host))
+        """What the allocation's processes use on ``host``: its live activities, and those
+        lost with the host that may still run there (hoststates.py)."""
+        used = sum(x.slots for x in self._live(alloc, host)) + hoststates.orphan_slots(self, alloc, host)
         s = self.engine.state
-        if host in s.hosts and s.hosts[host].state is not HostState.DOWN:
+        if host in s.hosts:
             s.set_in_use(str(alloc), host, used)
 
     # -- operations (each runs inside the task) --------------------------------------------
@@ -727,7 +734,7 @@ class Master:
         for name, ledger in self.engine.state.hosts.items():
             h = self.hosts.get(name)
             if h is not None and ledger.state.value != h.state:
-                removed += self.engine.set_host_state(name, HostState(h.state))
+                removed += self.engine.set_host_state(name, HostState(h.state), keep_in_use=True)
         self.plan = plan
         self.consumers = plan.consumer_map()
         self.group_names = {g.name for g in plan.groups}
@@ -751,13 +758,16 @@ class Master:
             h, changed = self._reported_host(name, slots, memory, os_name, attributes, batch, now, agent)
             if changed:
                 h.state = "closed" if h.closed else "ok"
+                h.unreachable_since = None
                 self._replan = True
-            if h.state == "down" or name not in self.engine.state.hosts or \
+            if h.state in hoststates.SILENT or name not in self.engine.state.hosts or \
                     self.engine.state.hosts[name].state is HostState.DOWN:
                 if not self._replan:
-                    self._set_state(h, "closed" if h.closed else "ok", batch)
+                    if not hoststates.heard(self, h, batch):
+                        self._set_state(h, "closed" if h.closed else "ok", batch)
                 else:
-                    h.state = "closed" if h.closed else "ok"
+                    h.state, h.unreachable_since = ("closed" if h.closed else "ok"), None
+            hoststates.registered(self, name, running)  # what was lost there and is gone
             self._reconcile(name, running, batch, now)
             return h
         return run
@@ -788,8 +798,8 @@ class Master:
             h = self.hosts.get(name)
             if h is None:
                 raise ApiError(404, f"host {name} is not registered: register first")
-            if h.state == "down":
-                self._set_state(h, "closed" if h.closed else "ok", batch)
+            hoststates.heard(self, h, batch)
+            hoststates.reported(self, name, reports)  # what was lost there and is gone
             for r in reports:
                 a = self.activities.get(r["id"])
                 if a is None or a.host != name:
@@ -819,7 +829,7 @@ class Master:
     def reports_change(self, name: str, reports: list[dict[str, Any]]) -> bool:
         """Whether an agent's heartbeat tells the master anything new (else no batch is needed)."""
         h = self.hosts.get(name)
-        if h is None or h.state == "down":
+        if h is None or h.state in hoststates.SILENT or hoststates.reports_change(self, name, reports):
             return True
         listed = set()
         for r in reports:

@@ -132,7 +132,7 @@ class HostPub:
     memory: float
     os: str
     attributes: dict[str, Any]
-    state: str  # ok | closed | down
+    state: str  # ok | closed | unreachable | down (service/hoststates.py)
     closed: bool  # closed by the admin (stays closed when it comes back)
     last_seen: float = 0.0
     reported: bool = False  # an agent has reported it since this master started
@@ -140,6 +140,7 @@ class HostPub:
     run_as: dict[str, Any] | None = None  # {"root": can it switch users, "user": the agent's own}
     closed_reason: str | None = None  # why the master closed it (an activity whose processes survive SIGKILL)
     alien: int | None = None  # processes of non-system users in no activity (each heartbeat; not stored)
+    unreachable_since: float | None = None  # when its agent was found silent (not stored: a restart waits anew)
 
     def row(self) -> dict[str, Any]:
         return {"name": self.name, "slots": self.slots, "memory": self.memory, "os": self.os,

@@ -57,7 +57,7 @@ const overview = {
     const jobs = s.jobs || {};
     return `<h1>Overview <span class="muted">(plan version ${esc(s.plan_version)}, ${esc(s.kind.toUpperCase())})</span></h1>
       <div class="cards">
-        ${card("up", "hosts up", s.up)}${card("down", "hosts down", s.down)}${card("closed", "hosts closed", s.closed)}
+        ${card("up", "hosts up", s.up)}${card("unreachable", "hosts unreachable", s.unreachable)}${card("down", "hosts down", s.down)}${card("closed", "hosts closed", s.closed)}
         ${card("used", "slots used", s.used)}${card("free", "slots free", s.free)}${card("slots", "slots on hosts up", s.slots)}
         ${card("allocations", ducc ? "allocations (DUCC work)" : "allocations", s.allocations)}${card("held", "slots held", s.held)}
         ${ducc ? card("jobs_running", "jobs running", jobs.jobs_running || 0) + card("jobs_waiting", "jobs waiting", jobs.jobs_waiting || 0)
@@ -121,7 +121,7 @@ const hosts = {
       const v = by === "slots" ? slots : memory;
       const side = Math.round(12 + 40 * Math.sqrt(v / big));
       const who = owner >= 0 ? m.owners[owner] : "";
-      const cls = ["tile", state === "down" ? "down" : "", closed || state === "closed" ? "closed" : "", owner < 0 ? "free" : ""].join(" ");
+      const cls = ["tile", state === "down" || state === "unreachable" ? state : "", closed || state === "closed" ? "closed" : "", owner < 0 ? "free" : ""].join(" ");
       return `<a class="${cls}" data-host="${esc(name)}" data-state="${esc(state)}" data-used="${used}" href="#/activities?host=${encodeURIComponent(name)}"
         style="width:${side}px;height:${side}px;background:${owner >= 0 ? colorOf(who) : ""}"
         title="${esc(name)} · ${esc(state)}${closed ? " (closed)" : ""} · ${used}/${slots} slots · ${esc(memory)} GB${who ? " · " + esc(who) : ""} · ${acts} activities">${side >= 34 ? `${used}/${slots}` : ""}</a>`;
@@ -131,11 +131,11 @@ const hosts = {
     const link = (p, l) => { const x = new URLSearchParams(route.params); x.set("page", p); return `<a href="#/hosts?${x}">${l}</a>`; };
     const by2 = new URLSearchParams(route.params); by2.set("by", by === "slots" ? "memory" : "slots");
     return `<h1>Hosts</h1>
-      <div class="cards">${card("hosts", "hosts", m.hosts)}${card("up", "up", m.up)}${card("closed", "closed", m.closed)}${card("down", "down", m.down)}${card("used", "slots used", m.used)}${card("free", "slots free", m.free)}</div>
+      <div class="cards">${card("hosts", "hosts", m.hosts)}${card("up", "up", m.up)}${card("closed", "closed", m.closed)}${card("unreachable", "unreachable", m.unreachable)}${card("down", "down", m.down)}${card("used", "slots used", m.used)}${card("free", "slots free", m.free)}</div>
       <div class="toolbar">tiles sized by <b>${by}</b> <a href="#/hosts?${by2}">size by ${by === "slots" ? "memory" : "slots"}</a>
-        · <a href="#/hosts?state=closed">closed</a> · <a href="#/hosts?state=down">down</a> · <a href="#/hosts">all</a>
+        · <a href="#/hosts?state=closed">closed</a> · <a href="#/hosts?state=unreachable">unreachable</a> · <a href="#/hosts?state=down">down</a> · <a href="#/hosts">all</a>
         · ${m.total} hosts, page ${page + 1} of ${pages} ${page > 0 ? link(page - 1, "‹") : ""} ${page + 1 < pages ? link(page + 1, "›") : ""}</div>
-      <div class="legend">${legend}<span><i style="background:#e6e9ef"></i>free</span><span><i style="background:#888"></i>down</span><span><i style="outline:2px solid #c77700"></i>closed</span></div>
+      <div class="legend">${legend}<span><i style="background:#e6e9ef"></i>free</span><span><i class="unreachable"></i>unreachable (keeps its work)</span><span><i style="background:#888"></i>down</span><span><i style="outline:2px solid #c77700"></i>closed</span></div>
       <div class="tiles" id="tiles">${tiles}</div>`;
   },
 };
@@ -216,11 +216,13 @@ const activities = {
     if (host) {
       const t = hm.tiles.find((x) => x[0] === host);
       const closed = t && (t[4] || t[3] === "closed");
+      const silent = t && (t[3] === "unreachable" || t[3] === "down");
       head = `<div class="toolbar" data-host-state="${t ? esc(t[3]) : "unknown"}">host <b>${esc(host)}</b>: <span data-k="host-state" class="state-${t ? esc(t[3]) : ""}">${t ? esc(t[3]) : "unknown"}</span>
         ${t ? `· ${t[5]}/${t[1]} slots used · ${esc(t[2])} GB` : ""}
         ${session.admin && t ? (closed ? action("Open", "POST", `/v1/hosts/${host}/open`, `Open host ${host}?`, "")
           : action("Close", "POST", `/v1/hosts/${host}/close`, `Close host ${host}? It takes no new work.`)
-            + " " + action("Vary off", "POST", `/v1/hosts/${host}/vary-off`, `Vary host ${host} off? Fair-share work on it is evicted.`)) : ""}</div>`;
+            + " " + action("Vary off", "POST", `/v1/hosts/${host}/vary-off`, `Vary host ${host} off? Fair-share work on it is evicted.`)) : ""}
+        ${session.admin && silent ? action("Confirm dead", "POST", `/v1/hosts/${host}/confirm-dead`, `Confirm host ${host} dead? What ran there is lost and its fenced slots are given out again.`) : ""}</div>`;
     }
     return `<h1>Activities${host ? ` on ${esc(host)}` : ""}</h1>${head}
       <form class="toolbar" id="filter">host <input name="host" value="${esc(host || "")}"> allocation <input name="allocation" size="6" value="${esc(route.params.get("allocation") || "")}">

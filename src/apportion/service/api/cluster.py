@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response
 
-from apportion.service import audit, removals
+from apportion.service import audit, hoststates, removals
 from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
@@ -23,10 +23,11 @@ _PLAN_BODY = Body(..., media_type="text/plain", description="The plan's text: YA
 @router.get("/hosts")
 async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
     m = c.m
+    fenced = hoststates.fenced_by_host(m)
     return {"hosts": [{"name": h.name, "state": h.state, "slots": h.slots, "free": m.free_on(h.name),
                        "used": m.host_used.get(h.name, 0), "memory": h.memory, "os": h.os,
                        "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen, **h.facts(),
-                       **m.start_failures.json(h.name)}
+                       **hoststates.json(m, h, fenced), **m.start_failures.json(h.name)}
                       for h in sorted(m.hosts.values(), key=lambda h: h.name)]}
 
 
@@ -67,6 +68,17 @@ async def open_host(name: HostName, c: Caller = Depends(admin)) -> dict[str, Any
     if name not in m.hosts:
         raise HTTPException(404, f"no host {name}")
     h = await run(m, m.op_open_host(name))
+    return {"name": h.name, "state": h.state}
+
+
+@router.post("/hosts/{name}/confirm-dead")
+async def confirm_dead(name: HostName, c: Caller = Depends(admin)) -> dict[str, Any]:
+    """The host is known dead (powered off, reinstalled): what ran there is lost and every
+    slot fenced there for its processes is free. 409 while its agent answers."""
+    m = c.m
+    if name not in m.hosts:
+        raise HTTPException(404, f"no host {name}")
+    h = await run(m, hoststates.op_confirm_dead(m, name, audit.who(c.p)))
     return {"name": h.name, "state": h.state}
 
 

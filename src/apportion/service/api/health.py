@@ -43,9 +43,9 @@ async def metrics(request: Request, c: Caller = Depends(admin)) -> Response:
     states: dict[str, int] = {}
     for h in m.hosts.values():
         states[h.state] = states.get(h.state, 0) + 1
-    for s in ("ok", "closed", "down"):
+    for s in ("ok", "closed", "unreachable", "down"):
         mt.hosts.labels(s).set(states.get(s, 0))
-    mt.agents_up.set(sum(1 for h in m.hosts.values() if h.state != "down"))
+    mt.agents_up.set(sum(1 for h in m.hosts.values() if h.state not in ("unreachable", "down")))
     mt.observe_hosts(m)
     for path, line in (report.consumers.items() if report is not None else ()):
         for g, gl in line.groups.items():

@@ -69,7 +69,7 @@ class HostCheck(_Row):
     memory: Annotated[float, Field(ge=0)]
     os: str | None = None
     attributes: dict[str, Scalar] | None = None
-    state: Literal["ok", "closed", "down"]
+    state: Literal["ok", "closed", "unreachable", "down"]
     closed: Flag
     last_seen: float | None = None
 
