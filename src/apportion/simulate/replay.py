@@ -37,11 +37,10 @@ from dataclasses import dataclass
 
 from apportion.engine import Engine, Plan, Request
 from apportion.simulate.figures import Recorder
-from apportion.traces.record import TraceJob
+from apportion.traces.record import TraceJob, as_written
 
 DEFAULT_TICK = 1.0  # seconds: apportion.service.master.Settings.tick
-DEFAULT_SAMPLE = 60.0  # seconds of simulated time between samples of what consumers deserve
-SAMPLE_BUDGET = 5_000  # after this many samples the interval doubles (and again after as many more)
+DEFAULT_SAMPLE = 0.0  # no longer used: what consumers deserve is read after every cycle
 
 
 Resolver = Callable[[TraceJob], tuple[str, "float | None"]]
@@ -101,7 +100,6 @@ class Replay:
         self.jobs = iter(jobs)
         self.resolve = resolve
         self.tick = tick
-        self.sample_every = max(sample, tick)
         self.on_progress = on_progress
         self.progress_every = max(1, progress_every)
         cmap = plan.consumer_map()
@@ -124,8 +122,7 @@ class Replay:
         self.arrived = 0
         self.finished = 0
         self.waiting = 0  # jobs submitted and not started
-        self._next_sample = -math.inf
-        self._samples_left = SAMPLE_BUDGET
+        self._deserved_last: dict[str, int] = {}
 
     # --- the world ------------------------------------------------------------
     def _consumer(self, job: TraceJob) -> tuple[str, float | None]:
@@ -271,21 +268,25 @@ class Replay:
             if j is not None and j.start is not None:
                 self._evict(j, t)
 
-    def _sample(self, t: float) -> None:
-        groups = list(self.engine.deserved().values())
+    def _read_deserved(self, t: float) -> None:
+        """What each leaf deserves from this cycle to the next (the engine decides only at
+        cycles): the recorder is told the leaves whose value changed, found with set
+        operations on the dicts' items, so a cycle that moved nothing costs one compare."""
+        groups = self.engine.deserved()
         if len(groups) == 1:
-            by_leaf = groups[0]  # read only
+            by_leaf = next(iter(groups.values()))  # read only
         else:
             by_leaf = {}
-            for per_leaf in groups:
+            for per_leaf in groups.values():
                 for leaf, n in per_leaf.items():
                     by_leaf[leaf] = by_leaf.get(leaf, 0) + n
-        self.rec.deserved(t, by_leaf)
-        self._samples_left -= 1
-        if self._samples_left <= 0:
-            self.sample_every *= 2
-            self._samples_left = SAMPLE_BUDGET
-        self._next_sample = t + self.sample_every
+        last = self._deserved_last
+        if by_leaf == last:
+            return
+        changed = by_leaf.items() - last.items()
+        gone = [(leaf, 0) for leaf in last.keys() - by_leaf.keys() if last[leaf]]
+        self._deserved_last = dict(by_leaf)
+        self.rec.deserved_changes(t, [*changed, *gone])
 
     # --- the loop ----------------------------------------------------------------
     def _next_tick(self, t: float) -> float:
@@ -331,15 +332,18 @@ class Replay:
             again = bool(d.reclaims or d.cancelled or d.removals or d.lost or d.retagged)
             if d.grants or d.reclaims or d.cancelled or d.removals or d.lost:
                 self._decided(d, t)
-            if t >= self._next_sample:
-                self._sample(t)
+            self._read_deserved(t)
             if report is not None and self.cycles % every == 0:
                 report(Progress(t, self.arrived, self.finished, self.cycles))
         if report is not None:
             report(Progress(self.now, self.arrived, self.finished, self.cycles))
 
     def result(self) -> dict:
-        out = self.rec.result()
+        for j in self.by_rid.values():
+            if j.start is None:  # still waiting: a censored wait
+                self.rec.unfinished(j.consumer, j.submit, j.job.run, j.left, j.job.slots)
+        self.by_rid = {rid: j for rid, j in self.by_rid.items() if j.start is not None}
+        out = self.rec.result(until=self.now)
         out["cycles"] = self.cycles
         out["tick"] = self.tick
         out["never_started"] = self.waiting
@@ -373,7 +377,8 @@ def iter_jobs(jobs: Iterable[TraceJob]) -> Iterator[TraceJob]:
     last = -math.inf
     for j in jobs:
         if j.submit < last:
-            raise SimulationError(f"job {j.id} is submitted at {j.submit:g} s, before the job read before it "
-                                  f"({last:g} s): a trace must be in submit order")
+            raise SimulationError(f"job {j.id} is submitted at {as_written(j.submit)} s, before the job read "
+                                  f"before it ({as_written(last)} s): a trace must be in submit order "
+                                  "(--sort reads it so)")
         last = j.submit
         yield j
