@@ -2,7 +2,7 @@
 job by job: the same jobs (as apportion reads them) written as a clean SWF file, run by
 AccaSim in its own Python (``accasim_driver.py``), each job's start compared.
 
-    python -m tests.simulate.accasim_compare TRACE [N_JOBS]   # prints the counts
+    python -m tests.simulate.accasim_compare TRACE [N_JOBS|0 [SQUEEZE]]   # prints the counts
 
 AccaSim's Python: $ACCASIM_PYTHON, else /tmp/accasim-venv/bin/python (a venv with
 ``pip install accasim``)."""
@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from apportion.plan import compile_plan as _compile
@@ -37,14 +38,17 @@ def accasim_python() -> str | None:
 
 
 def compare(trace: str | os.PathLike[str], limit: int | None = None, python: str | None = None,
-            work: str | None = None) -> dict[str, dict[str, int]]:
+            work: str | None = None, squeeze: int = 1) -> dict[str, dict[str, int]]:
     """{"fcfs": {"jobs", "same", "first_different"...}, "easy": {...}}: per-job starts of
-    apportion's baselines against AccaSim's FIFO and EBF on the trace's processors."""
+    apportion's baselines against AccaSim's FIFO and EBF on the trace's processors.
+    ``squeeze``: submit times divided by this (whole seconds), for a busier machine."""
     py = python or accasim_python()
     if py is None:
         raise RuntimeError("no Python with AccaSim")
     tr = open_trace(trace)
     jobs = list(itertools.islice(tr.jobs(), limit)) if limit else list(tr.jobs())
+    if squeeze > 1:
+        jobs = [replace(j, submit=float(int(j.submit) // squeeze)) for j in jobs]
     nodes = tr.info.processors or max(j.slots for j in jobs)
     plan = _compile({"hosts": [{"name": "h", "slots": nodes}], "resource_groups": [{"name": "cpu", "hosts": ["h"]}],
                      "consumers": [{"path": "/All"}]})
@@ -64,11 +68,15 @@ def compare(trace: str | os.PathLike[str], limit: int | None = None, python: str
             acc = {k: float(v) for k, v in json.loads(run.stdout).items()}
             same = [k for k in mine if k in acc and acc[k] == mine[k]]
             diff = [k for k in mine if k not in acc or acc[k] != mine[k]]
-            out[ours] = {"jobs": len(mine), "accasim_jobs": len(acc), "same": len(same),
+            out[ours] = {"jobs": len(mine), "mine": mine, "accasim_jobs": len(acc), "same": len(same),
                          "different": len(diff), "first_different": diff[0] if diff else None,
                          "first_different_starts": (mine[diff[0]], acc.get(diff[0])) if diff else None}
     return out
 
 
 if __name__ == "__main__":
-    print(json.dumps(compare(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None), indent=1))
+    got = compare(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "0" else None,
+                  squeeze=int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    for v in got.values():
+        v.pop("mine")
+    print(json.dumps(got, indent=1))

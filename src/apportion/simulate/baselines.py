@@ -74,6 +74,8 @@ class Batch:
         self.resolve = resolve
         self.backfill = backfill
         self.starts: dict[str, float] | None = {} if keep_starts else None
+        # with keep_starts: each head job's first reservation (its planned start)
+        self.reserved: dict[str, float] | None = {} if keep_starts else None
         leaves = sorted(c.path for c in plan.consumers if c.is_leaf)
         self.rec = Recorder(self.capacity, leaves)
         self._mapped: dict[tuple[str, str, str, str, str], str] = {}
@@ -126,6 +128,8 @@ class Batch:
                 shadow = max(est_end, t)
                 extra = avail - need
                 break
+        if self.reserved is not None:
+            self.reserved.setdefault(q[0].job.id, shadow)
         keep = [q[0]]
         for i in range(1, len(q)):
             w = q[i]
