@@ -124,10 +124,8 @@ def open_trace(path: str | os.PathLike[str], kind: str | None = None, skip_bad: 
     reader = READERS.get(kind)
     if reader is None:
         raise ValueError(f"unknown trace kind {kind!r}; known: {', '.join(KINDS)}")
+    if sort and kind not in SORTABLE:
+        raise ValueError(f"--sort reads SWF, JSONL and Alibaba traces; a {kind} trace is read in its "
+                         "events' order")
     trace = reader(path, skip_bad, **options)  # type: ignore[call-arg]
-    if sort:
-        if kind not in SORTABLE:
-            raise ValueError(f"--sort reads SWF, JSONL and Alibaba traces; a {kind} trace is read in its "
-                             "events' order")
-        return SortedTrace(trace)
-    return trace
+    return SortedTrace(trace) if sort else trace

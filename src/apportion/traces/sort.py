@@ -65,11 +65,11 @@ class SortedTrace:
                 if len(buf) >= self.chunk:
                     files.append(_spill(Path(where), len(files), buf))
                     buf = []
+            if files and buf:
+                files.append(_spill(Path(where), len(files), buf))
+                buf = []
             self.runs = len(files)
             if files:
-                if buf:
-                    files.append(_spill(Path(where), len(files), buf))
-                    buf = []
                 merged: Iterator[tuple[float, int, TraceJob]] = heapq.merge(*(_read(f) for f in files))
             else:
                 buf.sort(key=lambda e: (e[0], e[1]))
