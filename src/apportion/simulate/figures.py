@@ -283,7 +283,6 @@ class Recorder:
             all_bsld.extend(bsld)
             line = {
                 "jobs": n,
-                "never_started": len(c.open),
                 "wait": distribution(waits),
                 "bounded_slowdown": distribution(bsld),
                 "slowdown": distribution(sld),
@@ -302,6 +301,7 @@ class Recorder:
                 "lost_slot_seconds": c.lost,
                 "finish_time_fairness": self._ftf(c, end),
                 "unrunnable": self.unrunnable.get(path, 0),
+                "never_started": len(c.open),
             }
             consumers[path] = line
             if des_mean > 0:
