@@ -114,7 +114,8 @@ def run_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON (the stable contract)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write result.json, consumers.csv, series.csv, "
                                         "report.html and its PNGs here."),
-    skip_bad: int = typer.Option(0, "--skip-bad", min=0, help="Skip up to N bad trace lines (counted)."),
+    skip_bad: int = typer.Option(0, "--skip-bad", min=0, help="Skip up to N bad trace lines (counted); the "
+                                 "next one stops the replay and says the budget is spent."),
     kind: str | None = typer.Option(None, "--kind", help="The trace's kind when its name does not say: "
                                     "swf, ducc, google, alibaba, jsonl."),
     tick: float | None = typer.Option(None, "--tick", min=0.001, help="Seconds between cycles (default: the "
