@@ -98,3 +98,10 @@ def test_dropped_jobs_are_counted_with_why_in_the_json_the_summary_and_the_repor
     assert "3 jobs of the trace dropped before the replay (2 run time unknown or 0, 1 no processor count)" \
         in " ".join(r.output.split())
     assert "3 jobs of the trace dropped" in (out / "report.html").read_text()
+
+
+def test_the_run_ends_with_its_last_job_when_every_job_started():
+    # the last job ends at 10.5, between two ticks: the run's end is 10.5, not the tick after
+    p = plan([{"path": "/A"}], 4)
+    _, res = run(p, [job(1, 0, 10.5, 2)], one_consumer("/A"))
+    assert res["makespan"] == 10.5 and res["never_started"] == 0

@@ -123,6 +123,7 @@ class Replay:
         self.finished = 0
         self.waiting = 0  # jobs submitted and not started
         self._deserved_last: dict[str, int] = {}
+        self._stranded_until: float | None = None  # the replay's end, when jobs were left waiting
 
     # --- the world ------------------------------------------------------------
     def _consumer(self, job: TraceJob) -> tuple[str, float | None]:
@@ -339,11 +340,13 @@ class Replay:
             report(Progress(self.now, self.arrived, self.finished, self.cycles))
 
     def result(self) -> dict:
-        for j in self.by_rid.values():
-            if j.start is None:  # still waiting: a censored wait
-                self.rec.unfinished(j.consumer, j.submit, j.job.run, j.left, j.job.slots)
-        self.by_rid = {rid: j for rid, j in self.by_rid.items() if j.start is not None}
-        out = self.rec.result(until=self.now)
+        waiting = [j for j in self.by_rid.values() if j.start is None]
+        for j in waiting:  # still waiting when the replay ended: a censored wait
+            self.rec.unfinished(j.consumer, j.submit, j.job.run, j.left, j.job.slots)
+        if waiting:
+            self.by_rid = {rid: j for rid, j in self.by_rid.items() if j.start is not None}
+            self._stranded_until = self.now
+        out = self.rec.result(until=self._stranded_until)
         out["cycles"] = self.cycles
         out["tick"] = self.tick
         out["never_started"] = self.waiting
