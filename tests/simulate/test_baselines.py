@@ -73,9 +73,13 @@ def test_the_baselines_beside_the_plan_on_the_command_line(tmp_path):
     assert easy["wait"]["mean"] == pytest.approx(21 / 4)
     assert fcfs["jobs"] == easy["jobs"] == res["jobs"] == 4
     assert fcfs["consumers"]["/A"]["jobs"] == 4 and easy["fairness"] is None
-    r = CliRunner().invoke(app, ["simulate", str(plan_file), str(trace), "--baseline", "easy", "--no-progress"])
+    r = CliRunner().invoke(app, ["simulate", str(plan_file), str(trace), "--baseline", "easy", "--no-progress",
+                                 "--out", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     assert "plain batch schedulers" in r.output and "easy" in r.output
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<th>scheduler</th>" in html and "<td>easy</td>" in html
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["baselines"]["easy"]["jobs"] == 4
     r = CliRunner().invoke(app, ["simulate", str(plan_file), str(trace), "--baseline", "sjf"])
     assert r.exit_code == 2 and "unknown scheduler 'sjf'; known: fcfs, easy" in r.output
 
