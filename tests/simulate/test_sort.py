@@ -81,6 +81,8 @@ def test_sort_on_the_command_line_replays_the_whole_trace(tmp_path):
     assert got["jobs"] == want["jobs"] == 60
     for k in ("makespan", "utilisation", "wait"):
         assert got[k] == want[k]
+    r = CliRunner().invoke(app, ["simulate", "map", str(shuffled), "--by", "user", "--sort"])
+    assert r.exit_code == 0 and "consumer: /u1" in r.output, r.output
 
 
 def test_sort_refuses_a_trace_read_in_its_events_order(tmp_path):

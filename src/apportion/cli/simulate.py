@@ -199,6 +199,8 @@ def map_cmd(
     host_slots: int | None = typer.Option(None, "--host-slots", min=1, help="In --plan-out, cut the trace's "
                                           "processors into hosts of N slots (fewer, larger hosts: same figures, "
                                           "faster replay)."),
+    sort: bool = typer.Option(False, "--sort", help="Read a trace that is not in submission order (as "
+                              "apportion simulate --sort)."),
 ) -> None:
     """A mapping with one consumer per group (or user, queue, partition) of TRACE."""
     from apportion.simulate.cluster import cluster_from_info
@@ -206,7 +208,7 @@ def map_cmd(
     from apportion.traces.mapping import generate, render_map, render_plan
 
     try:
-        tr = open_any(trace, kind, skip_bad)
+        tr = open_any(trace, kind, skip_bad, sort)
         mapping, plan = generate(tr, by, prefix)
         if host_slots is not None:
             plan.update(cluster_from_info(tr.info, host_slots))
