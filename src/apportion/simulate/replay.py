@@ -33,6 +33,8 @@ import gc
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator
+from itertools import compress
+from operator import ne
 from dataclasses import dataclass
 
 from apportion.engine import Engine, Plan, Request
@@ -122,7 +124,8 @@ class Replay:
         self.arrived = 0
         self.finished = 0
         self.waiting = 0  # jobs submitted and not started
-        self._deserved_last: dict[str, int] = {}
+        self._deserved_keys: list[str] = []  # the leaves, in the engine's order, at the last cycle
+        self._deserved_vals: list[int] = []  # what they deserved then
         self._stranded_until: float | None = None  # the replay's end, when jobs were left waiting
 
     # --- the world ------------------------------------------------------------
@@ -271,8 +274,9 @@ class Replay:
 
     def _read_deserved(self, t: float) -> None:
         """What each leaf deserves from this cycle to the next (the engine decides only at
-        cycles): the recorder is told the leaves whose value changed, found with set
-        operations on the dicts' items, so a cycle that moved nothing costs one compare."""
+        cycles): the recorder is told the leaves whose value changed. The engine keeps its
+        leaves in one order, so the values are compared as lists, and the changed ones
+        found, at C speed; a cycle that moved nothing costs one compare."""
         groups = self.engine.deserved()
         if len(groups) == 1:
             by_leaf = next(iter(groups.values()))  # read only
@@ -281,13 +285,22 @@ class Replay:
             for per_leaf in groups.values():
                 for leaf, n in per_leaf.items():
                     by_leaf[leaf] = by_leaf.get(leaf, 0) + n
-        last = self._deserved_last
-        if by_leaf == last:
+        vals = list(by_leaf.values())
+        last_vals = self._deserved_vals
+        if vals == last_vals and len(vals) == len(self._deserved_keys):
             return
-        changed = by_leaf.items() - last.items()
-        gone = [(leaf, 0) for leaf in last.keys() - by_leaf.keys() if last[leaf]]
-        self._deserved_last = dict(by_leaf)
-        self.rec.deserved_changes(t, [*changed, *gone])
+        keys = list(by_leaf)
+        last_keys = self._deserved_keys
+        if keys == last_keys:
+            changed = [(keys[i], vals[i]) for i in compress(range(len(vals)), map(ne, vals, last_vals))]
+        else:  # other leaves: compare by name
+            last = dict(zip(last_keys, last_vals))
+            changed = [(k, v) for k, v in zip(keys, vals) if last.get(k) != v]
+            changed += [(k, 0) for k in last.keys() - by_leaf.keys() if last[k]]
+            self._deserved_keys = keys
+        self._deserved_vals = vals
+        if changed:
+            self.rec.deserved_changes(t, changed)
 
     # --- the loop ----------------------------------------------------------------
     def _next_tick(self, t: float) -> float:
