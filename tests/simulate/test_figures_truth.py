@@ -105,3 +105,18 @@ def test_the_run_ends_with_its_last_job_when_every_job_started():
     p = plan([{"path": "/A"}], 4)
     _, res = run(p, [job(1, 0, 10.5, 2)], one_consumer("/A"))
     assert res["makespan"] == 10.5 and res["never_started"] == 0
+
+
+def test_compare_marks_jobs_that_never_started():
+    import copy
+
+    from apportion.simulate.compare import compare
+
+    b = _stranded_result()
+    a = copy.deepcopy(b)
+    a["never_started"] = 0
+    a["consumers"]["/Stuck"]["never_started"] = 0
+    got = compare(a, b)
+    assert got["overall"]["never_started"]["mark"] == "worse"
+    assert got["consumers"]["/Stuck"]["never_started"]["mark"] == "worse"
+    assert got["overall"]["wait_mean"]["a"] == got["overall"]["wait_mean"]["b"]

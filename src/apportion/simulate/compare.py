@@ -17,6 +17,7 @@ from rich.table import Table
 
 # figure -> where to read it and whether larger is better
 OVERALL = {
+    "never_started": (("never_started",), False),
     "makespan": (("makespan",), False),
     "utilisation": (("utilisation",), True),
     "jain": (("fairness", "jain"), True),
@@ -25,8 +26,10 @@ OVERALL = {
     "reclaims": (("reclaims",), False),
     "evictions": (("evictions",), False),
     "lost_slot_seconds": (("lost_slot_seconds",), False),
+    "wait_mean": (("wait", "mean"), False),
 }
 PER_CONSUMER = {
+    "never_started": (("never_started",), False),
     "wait_mean": (("wait", "mean"), False),
     "wait_p95": (("wait", "p95"), False),
     "bounded_slowdown_mean": (("bounded_slowdown", "mean"), False),
