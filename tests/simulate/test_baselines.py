@@ -87,7 +87,8 @@ def test_the_baselines_beside_the_plan_on_the_command_line(tmp_path):
 def test_both_baselines_start_every_nasa_job_when_accasim_does():
     """apportion's FCFS and EASY against AccaSim's FIFO and EASY backfilling (EBF), run
     live here on the first 7,000 jobs of NASA iPSC (128 one-core nodes): every job starts
-    at the same second, the five that EASY starts earlier than FCFS included. AccaSim runs in a Python of its own ($ACCASIM_PYTHON, else
+    at the same second, the five that EASY starts earlier than FCFS included. AccaSim runs
+    in a Python of its own ($ACCASIM_PYTHON, else
     /tmp/accasim-venv/bin/python, with `pip install accasim`)."""
     from tests.simulate.accasim_compare import accasim_python, compare
 

@@ -24,7 +24,8 @@ def _row(i: int, submit: int, run: int = 10, n: int = 2, user: int = 1) -> str:
 
 def _shuffled(tmp_path, n: int = 60, seed: int = 5):
     rng = random.Random(seed)
-    rows = [(i, BASE + rng.randrange(0, 5000), rng.choice((5, 30, 200)), rng.choice((1, 2, 4))) for i in range(1, n + 1)]
+    rows = [(i, BASE + rng.randrange(0, 5000), rng.choice((5, 30, 200)), rng.choice((1, 2, 4)))
+            for i in range(1, n + 1)]
     shuffled = tmp_path / "shuffled.swf"
     shuffled.write_text("; MaxNodes: 4\n; MaxProcs: 8\n" + "\n".join(_row(*r) for r in rows) + "\n")
     ordered = tmp_path / "ordered.swf"

@@ -79,7 +79,8 @@ def render_result(console: Console, res: dict) -> None:
         t.add_column(col, justify="left" if col == "consumer" else "right")
     for path, c in res["consumers"].items():
         f = c["finish_time_fairness"]
-        t.add_row(path, f"{c['jobs']:,}", f"{c.get('never_started', 0):,}", duration(c["wait"]["mean"]), duration(c["wait"]["p95"]),
+        t.add_row(path, f"{c['jobs']:,}", f"{c.get('never_started', 0):,}", duration(c["wait"]["mean"]),
+                  duration(c["wait"]["p95"]),
                   f"{c['bounded_slowdown']['mean']:.2f}", f"{c['bounded_slowdown']['p95']:.2f}",
                   f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}", duration(c["shortfall_seconds"]),
                   duration(c.get("starved_seconds", 0.0)), f"{c['reclaims']:,}", f"{c['evictions']:,}",

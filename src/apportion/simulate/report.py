@@ -200,7 +200,8 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
     for p in sorted(cs, key=lambda p: -cs[p]["wait"]["mean"]):
         c = cs[p]
         f = c["finish_time_fairness"]
-        rows.append([p, f"{c['jobs']:,}", f"{c.get('never_started', 0):,}", duration(c["wait"]["mean"]), duration(c["wait"]["p95"]),
+        rows.append([p, f"{c['jobs']:,}", f"{c.get('never_started', 0):,}", duration(c["wait"]["mean"]),
+                     duration(c["wait"]["p95"]),
                      f"{c['bounded_slowdown']['mean']:.2f}", f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}",
                      duration(c["shortfall_seconds"]), f"{c['reclaims']:,}", f"{c['evictions']:,}",
                      f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}"])
@@ -211,7 +212,8 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
     head = (f"{res['jobs']:,} jobs, makespan {duration(res['makespan'])}, utilisation {res['utilisation']:.1%}; "
             f"plan {html.escape(str(res.get('plan', '')))}, trace {html.escape(str(res.get('trace', '')))}")
     head += baselines_html(res)
-    table = _table(rows, ["consumer", "jobs", "never started", "wait mean", "wait p95", "bounded slowdown", "held (mean)",
+    table = _table(rows, ["consumer", "jobs", "never started", "wait mean", "wait p95", "bounded slowdown",
+                          "held (mean)",
                           "deserved (mean)", "shortfall", "reclaims", "evictions", "slot-h lost",
                           "finish-time fairness"])
     style = ("body{font-family:sans-serif;margin:1.5em;max-width:1100px}table{border-collapse:collapse;"
