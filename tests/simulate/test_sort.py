@@ -89,3 +89,16 @@ def test_sort_on_the_command_line_replays_the_whole_trace(tmp_path):
 def test_sort_refuses_a_trace_read_in_its_events_order(tmp_path):
     with pytest.raises(ValueError, match="--sort reads SWF, JSONL and Alibaba"):
         open_trace(tmp_path, kind="ducc", sort=True)
+
+
+def test_skipped_lines_are_counted_and_the_first_named_in_the_summary(tmp_path):
+    path = tmp_path / "t.swf"
+    path.write_text("\n".join([_row(1, BASE + 30), _row(2, BASE + 20), _row(3, BASE + 10), _row(4, BASE + 40)])
+                    + "\n")
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text("hosts: [{name: h, slots: 4}]\nresource_groups: [{name: cpu, hosts: [h]}]\n"
+                         "consumers:\n  - {path: /A}\n")
+    r = CliRunner().invoke(app, ["simulate", str(plan_file), str(path), "--skip-bad", "5", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "2 bad lines skipped (--skip-bad), the first:" in text and "t.swf:2: submit: 1672510020" in text

@@ -125,7 +125,9 @@ def dropped_text(res: dict[str, Any]) -> str:
         why = ", ".join(f"{n:,} {reason}" for reason, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
         parts.append(f"{sum(dropped.values()):,} jobs of the trace dropped before the replay ({why})")
     if res.get("skipped_lines"):
-        parts.append(f"{res['skipped_lines']:,} bad lines skipped (--skip-bad)")
+        first = res.get("skipped_first") or []
+        parts.append(f"{res['skipped_lines']:,} bad lines skipped (--skip-bad)"
+                     + (f", the first: {first[0]}" if first else ""))
     if res.get("unrunnable"):
         parts.append(f"{res['unrunnable']:,} jobs wider than their consumer may ever use (unrunnable)")
     return "; ".join(parts)

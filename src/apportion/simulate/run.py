@@ -97,6 +97,7 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
     res["trace"] = os.fspath(trace_path)
     res["map"] = os.fspath(map_path) if map_path is not None else None
     res["skipped_lines"] = tr.skips.skipped
+    res["skipped_first"] = [str(e) for e in tr.skips.first]
     res["wall_seconds"] = time.perf_counter() - wall0
     res["cpu_seconds"] = time.process_time() - cpu0
     return run
