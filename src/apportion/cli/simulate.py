@@ -68,8 +68,8 @@ def render_result(console: Console, res: dict) -> None:
                   f"{res['lost_slot_seconds'] / 3600:,.1f} slot-hours lost")
     if res.get("never_started"):
         console.print(f"[bold red]{res['never_started']:,} jobs never started[/]: still waiting when nothing "
-                      "was left to run or arrive (each consumer's first job needs more than it can get); their "
-                      "waits count as censored (at least the end of the run less their submission)")
+                      "was left to run or arrive; their waits count as censored (at least the end of the run "
+                      "less their submission)")
     left_out = dropped_text(res)
     if left_out:
         console.print(f"[yellow]left out:[/] {left_out}", highlight=False)

@@ -142,10 +142,9 @@ def _answers(res: dict[str, Any]) -> list[str]:
         worst = sorted((p for p in cs if cs[p].get("never_started")), key=lambda p: -cs[p]["never_started"])
         names = ", ".join(f"{html.escape(p)} ({cs[p]['never_started']:,})" for p in worst[:5])
         out.append(f"<b>Never started:</b> {stranded:,} jobs were still waiting when nothing was left to run "
-                   f"or arrive: {names}{' ...' if len(worst) > 5 else ''}. Each consumer with work waiting had "
-                   "a first job needing more slots (its min) than it could get while the others wanted "
-                   "theirs. Their waits count as censored (at least the end of the run less their "
-                   "submission) in the waits, slowdowns and finish-time fairness below.")
+                   f"or arrive: {names}{' ...' if len(worst) > 5 else ''} (docs/simulate.md, \"The model\"). "
+                   "Their waits count as censored (at least the end of the run less their submission) in "
+                   "the waits, slowdowns and finish-time fairness below.")
     dropped = dropped_text(res)
     if dropped:
         out.append(f"<b>Left out:</b> {html.escape(dropped)}.")
