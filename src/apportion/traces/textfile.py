@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from apportion.traces.record import BadLine, SkipCounter, TraceInfo, TraceJob, as_written
+from apportion.traces.sort import SORTABLE
 
 GZIP_MAGIC = b"\x1f\x8b"
 _BUFFER = 1 << 20
@@ -97,8 +98,9 @@ class TraceFile:
         trace lists its ``what``s in time order, and the replay needs them so."""
         if value >= last or not self.check_order:
             return False
+        hint = " (--sort reads it in time order)" if self.kind in SORTABLE else ""
         self._bad(line, field, f"{as_written(value)} is before the previous {what}'s {as_written(last)}; "
-                               f"the trace lists them in time order (--sort reads it in time order)", file)
+                               f"the trace lists them in time order{hint}", file)
         return True
 
     def __repr__(self) -> str:
