@@ -123,3 +123,13 @@ def test_easy_never_delays_the_head_past_its_reservation_on_a_busy_machine():
     assert sum(b.starts[k] < fcfs[k] for k in fcfs) > 1000
     assert b.result["wait"]["mean"] < 0.5 * baseline("fcfs", plan([{"path": "/A"}], 128), jobs,
                                                      one_consumer("/A")).result["wait"]["mean"]
+
+
+def test_swf_requested_time_is_the_walltime_easy_plans_with(tmp_path):
+    path = tmp_path / "t.swf"
+    path.write_text("1 0 -1 10 2 -1 -1 2 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+                    "2 1 -1 5 4 -1 -1 4 3600 -1 1 1 1 -1 1 -1 -1 -1\n"
+                    "3 2 -1 5 2 -1 -1 2 50 -1 1 1 1 -1 1 -1 -1 -1\n")
+    jobs = list(open_trace(path).jobs())
+    assert [j.walltime for j in jobs] == [None, 3600.0, 50.0]
+    assert _starts("easy", jobs)["3"] == 15  # asked for 50 s: would end after the reservation at 10
