@@ -100,5 +100,5 @@ def test_skipped_lines_are_counted_and_the_first_named_in_the_summary(tmp_path):
                          "consumers:\n  - {path: /A}\n")
     r = CliRunner().invoke(app, ["simulate", str(plan_file), str(path), "--skip-bad", "5", "--no-progress"])
     assert r.exit_code == 0, r.output
-    text = " ".join(r.output.split())
-    assert "2 bad lines skipped (--skip-bad), the first:" in text and "t.swf:2: submit: 1672510020" in text
+    text = "".join(r.output.split())  # the console wraps long paths anywhere
+    assert "2badlinesskipped(--skip-bad),thefirst:" in text and "t.swf:2:submit:1672510020" in text
