@@ -33,9 +33,9 @@ import gc
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from itertools import compress
 from operator import ne
-from dataclasses import dataclass
 
 from apportion.engine import Engine, Plan, Request
 from apportion.simulate.figures import Recorder
@@ -286,12 +286,12 @@ class Replay:
                 for leaf, n in per_leaf.items():
                     by_leaf[leaf] = by_leaf.get(leaf, 0) + n
         vals = list(by_leaf.values())
-        last_vals = self._deserved_vals
-        if vals == last_vals and len(vals) == len(self._deserved_keys):
-            return
         keys = list(by_leaf)
-        last_keys = self._deserved_keys
-        if keys == last_keys:
+        last_vals, last_keys = self._deserved_vals, self._deserved_keys
+        same_leaves = keys == last_keys  # the same str objects in the same order: a quick compare
+        if same_leaves and vals == last_vals:
+            return
+        if same_leaves:
             changed = [(keys[i], vals[i]) for i in compress(range(len(vals)), map(ne, vals, last_vals))]
         else:  # other leaves: compare by name
             last = dict(zip(last_keys, last_vals))
