@@ -13,7 +13,7 @@ from rich.table import Table
 from apportion.cli.tables import print_table
 from typer.core import TyperGroup
 
-from apportion.simulate.report import duration
+from apportion.simulate.report import dropped_text, duration
 
 out = Console()
 err = Console(stderr=True)
@@ -69,21 +69,40 @@ def render_result(console: Console, res: dict) -> None:
                   f"{res['lost_slot_seconds'] / 3600:,.1f} slot-hours lost")
     if res.get("never_started"):
         console.print(f"[bold red]{res['never_started']:,} jobs never started[/]: still waiting when nothing "
-                      "was left to run or arrive (each consumer's first job needs more than it can get)")
+                      "was left to run or arrive; their waits count as censored (at least the end of the run "
+                      "less their submission)")
+    left_out = dropped_text(res)
+    if left_out:
+        console.print(f"[yellow]left out:[/] {left_out}", highlight=False)
     t = Table(title="per consumer")
-    for col in ("consumer", "jobs", "wait mean", "wait p95", "bsld mean", "bsld p95", "held", "deserved",
+    for col in ("consumer", "jobs", "never", "wait mean", "wait p95", "bsld mean", "bsld p95", "held", "deserved",
                 "shortfall", "starved", "reclaims", "evictions", "lost slot-h", "FTF"):
         t.add_column(col, justify="left" if col == "consumer" else "right")
     for path, c in res["consumers"].items():
         f = c["finish_time_fairness"]
-        t.add_row(path, f"{c['jobs']:,}", duration(c["wait"]["mean"]), duration(c["wait"]["p95"]),
+        t.add_row(path, f"{c['jobs']:,}", f"{c.get('never_started', 0):,}", duration(c["wait"]["mean"]),
+                  duration(c["wait"]["p95"]),
                   f"{c['bounded_slowdown']['mean']:.2f}", f"{c['bounded_slowdown']['p95']:.2f}",
                   f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}", duration(c["shortfall_seconds"]),
                   duration(c.get("starved_seconds", 0.0)), f"{c['reclaims']:,}", f"{c['evictions']:,}",
                   f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}")
     print_table(console, t)
+    if res.get("baselines"):
+        render_baselines(console, res)
     console.print(f"{res.get('cycles', 0):,} cycles in {res.get('wall_seconds', 0):.2f} s "
                   f"({res.get('cpu_seconds', 0):.2f} s CPU)")
+
+
+def render_baselines(console: Console, res: dict) -> None:
+    """The plan's figures beside the plain batch schedulers' (``--baseline``)."""
+    t = Table(title="the plan against plain batch schedulers (one queue, the plan ignored)")
+    for col in ("scheduler", "jobs", "never", "utilisation", "makespan", "wait mean", "wait p95", "bsld mean"):
+        t.add_column(col, justify="left" if col == "scheduler" else "right")
+    for name, r in [("plan", res), *res["baselines"].items()]:
+        t.add_row(name, f"{r['jobs']:,}", f"{r.get('never_started', 0):,}", _pct(r["utilisation"]),
+                  duration(r["makespan"]), duration(r["wait"]["mean"]), duration(r["wait"]["p95"]),
+                  f"{r['bounded_slowdown']['mean']:.2f}")
+    print_table(console, t)
 
 
 @simulate_app.command("run", hidden=True)
@@ -97,7 +116,8 @@ def run_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON (the stable contract)."),
     out_dir: Path | None = typer.Option(None, "--out", help="Write result.json, consumers.csv, series.csv, "
                                         "report.html and its PNGs here."),
-    skip_bad: int = typer.Option(0, "--skip-bad", min=0, help="Skip up to N bad trace lines (counted)."),
+    skip_bad: int = typer.Option(0, "--skip-bad", min=0, help="Skip up to N bad trace lines (counted); the "
+                                 "next one stops the replay and says the budget is spent."),
     kind: str | None = typer.Option(None, "--kind", help="The trace's kind when its name does not say: "
                                     "swf, ducc, google, alibaba, jsonl."),
     tick: float | None = typer.Option(None, "--tick", min=0.001, help="Seconds between cycles (default: the "
@@ -106,16 +126,28 @@ def run_cmd(
                                           "trace: cut its processors into hosts of N slots."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="A progress bar on stderr "
                                   "(never with --json or when stderr is not a terminal)."),
+    baseline: list[str] = typer.Option([], "--baseline", help="Also replay the trace on the plan's slots "
+                                       "under a plain batch scheduler, the plan ignored, and print its "
+                                       "figures beside the plan's: fcfs (one queue, first come first "
+                                       "served) or easy (the same with EASY backfilling, on requested "
+                                       "times). Repeat for both."),
+    sort: bool = typer.Option(False, "--sort", help="Read a trace that is not in submission order in that "
+                              "order (an external sort in bounded memory; SWF, JSONL, Alibaba)."),
 ) -> None:
     """Replay TRACE against PLAN: who waits, who is starved, reclaims, work lost, fairness."""
     from apportion.simulate.progress import progress_bar
     from apportion.simulate.run import open_any, simulate
 
+    from apportion.simulate.baselines import BASELINES
+
+    bad = [b for b in baseline if b not in BASELINES]
+    if bad:
+        _fail(f"--baseline: unknown scheduler {bad[0]!r}; known: {', '.join(BASELINES)}")
     try:
-        tr = open_any(trace, kind, skip_bad)
+        tr = open_any(trace, kind, skip_bad, sort)
         with progress_bar(progress and not json_out, tr.info.jobs) as cb:
             run = simulate(plan, trace, map_file, kind=kind, skip_bad=skip_bad, tick=tick, host_slots=host_slots,
-                           on_progress=cb, trace=tr)
+                           on_progress=cb, trace=tr, baselines=tuple(baseline), sort=sort)
     except _user_errors() as e:
         _say_problem(e)
         return
@@ -169,6 +201,8 @@ def map_cmd(
     host_slots: int | None = typer.Option(None, "--host-slots", min=1, help="In --plan-out, cut the trace's "
                                           "processors into hosts of N slots (fewer, larger hosts: same figures, "
                                           "faster replay)."),
+    sort: bool = typer.Option(False, "--sort", help="Read a trace that is not in submission order (as "
+                              "apportion simulate --sort)."),
 ) -> None:
     """A mapping with one consumer per group (or user, queue, partition) of TRACE."""
     from apportion.simulate.cluster import cluster_from_info
@@ -176,7 +210,7 @@ def map_cmd(
     from apportion.traces.mapping import generate, render_map, render_plan
 
     try:
-        tr = open_any(trace, kind, skip_bad)
+        tr = open_any(trace, kind, skip_bad, sort)
         mapping, plan = generate(tr, by, prefix)
         if host_slots is not None:
             plan.update(cluster_from_info(tr.info, host_slots))

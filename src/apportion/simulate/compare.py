@@ -18,6 +18,7 @@ from apportion.cli.tables import print_table
 
 # figure -> where to read it and whether larger is better
 OVERALL = {
+    "never_started": (("never_started",), False),
     "makespan": (("makespan",), False),
     "utilisation": (("utilisation",), True),
     "jain": (("fairness", "jain"), True),
@@ -26,8 +27,10 @@ OVERALL = {
     "reclaims": (("reclaims",), False),
     "evictions": (("evictions",), False),
     "lost_slot_seconds": (("lost_slot_seconds",), False),
+    "wait_mean": (("wait", "mean"), False),
 }
 PER_CONSUMER = {
+    "never_started": (("never_started",), False),
     "wait_mean": (("wait", "mean"), False),
     "wait_p95": (("wait", "p95"), False),
     "bounded_slowdown_mean": (("bounded_slowdown", "mean"), False),

@@ -143,7 +143,11 @@ def ducc_simulate(plan_path: str | os.PathLike[str], trace: Trace, map_path: str
             on_progress(Progress(now, len(orders), len(done), cycles))
     if on_progress is not None:
         on_progress(Progress(runner.now, len(orders), len(done), cycles))
-    res = rec.result()
+    stranded = [jid for jid in tjobs if jid not in first_start and jid in consumer]
+    for jid in stranded:  # never started: a censored wait, as for rigid jobs
+        tj = tjobs[jid]
+        rec.unfinished(consumer[jid], tj.submit, tj.run, tj.run, 1)
+    res = rec.result(until=runner.now if stranded else None)
     res["cycles"] = cycles
     res["tick"] = cycle
     res["never_started"] = sum(1 for jid in tjobs if jid not in first_start)

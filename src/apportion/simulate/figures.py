@@ -1,7 +1,10 @@
 """What a replay measures, as it goes, and the figures made of it at the end.
 
 The replay tells a ``Recorder`` what happens, in time order: a job arrives, starts,
-ends, is reclaimed or evicted, and what each consumer deserves (sampled after cycles).
+ends, is reclaimed or evicted, and what each consumer deserves (read after every cycle
+that changed it, and held until the next: the engine decides only at cycles, so the
+integral is exact). Jobs still waiting when the replay ends are told too, and count as
+censored: their wait is at least the end of the run less their submission.
 Everything is kept as running integrals of piecewise-constant quantities, so a
 figure costs O(1) per event, plus per-job numbers in flat arrays for the
 distributions. ``Recorder.result()`` gives the JSON contract (docs/simulate.md):
@@ -72,12 +75,12 @@ def fcfs_makespan(jobs: list[tuple[float, float, int]], slots: int) -> float:
 class _Consumer:
     __slots__ = ("path", "held", "deserved", "queued", "last", "held_int", "des_int", "dev_int",
                  "short_s", "starved_s", "demand_s", "reclaims", "evictions", "lost",
-                 "wait", "turn", "run", "submit", "slots", "series", "des_series", "first", "final")
+                 "wait", "turn", "run", "submit", "slots", "series", "des_series", "first", "final", "open")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.held = 0  # slots held now
-        self.deserved = 0  # last sample
+        self.deserved = 0  # since the last cycle that changed it
         self.queued = 0  # slots of jobs waiting
         self.last = 0.0
         self.held_int = 0.0  # slot-seconds
@@ -95,9 +98,10 @@ class _Consumer:
         self.submit = array("d")
         self.slots = array("l")
         self.series = array("d")  # t, held, t, held, ... on every change
-        self.des_series = array("d")  # t, deserved on every sample that moved it
+        self.des_series = array("d")  # t, deserved on every cycle that moved it
         self.first = math.inf  # first submit
         self.final = 0.0  # last finish
+        self.open: list[tuple[float, float, float, int]] = []  # (submit, run, left, slots): never finished
 
     def advance(self, t: float) -> None:
         dt = t - self.last
@@ -130,8 +134,8 @@ class Recorder:
         self.total = array("d")  # t, held (whole cluster) on every change
         self.jobs = 0
         self.unrunnable: dict[str, int] = {}
-        self.samples = 0
-        self._deserving: list[str] = []  # leaves the last sample gave something
+        self.samples = 0  # updates of what consumers deserve
+        self._deserving: list[str] = []  # leaves the last deserved() gave something
 
     def _consumer(self, path: str) -> _Consumer:
         c = self.c.get(path)
@@ -200,6 +204,11 @@ class Recorder:
         self.end = max(self.end, finished)
         self.jobs += 1
 
+    def unfinished(self, path: str, submit: float, run: float, left: float, slots: int) -> None:
+        """A job of ``path`` still waiting when the replay ends, with ``left`` of its
+        ``run`` still to do: a censored wait (``result()``)."""
+        self._consumer(path).open.append((submit, run, left, slots))
+
     def reclaimed(self, path: str) -> None:
         self._consumer(path).reclaims += 1
 
@@ -208,8 +217,21 @@ class Recorder:
         c.evictions += 1
         c.lost += lost_slot_seconds
 
+    def deserved_changes(self, t: float, changed: Iterable[tuple[str, int]]) -> None:
+        """What the leaves named deserve from ``t`` on (the others: as before)."""
+        self.samples += 1
+        cs = self.c
+        for path, d in changed:
+            c = cs.get(path)
+            if c is None:
+                c = self._consumer(path)
+            c.advance(t)
+            c.deserved = d
+            c.des_series.append(t)
+            c.des_series.append(d)
+
     def deserved(self, t: float, by_leaf: dict[str, int]) -> None:
-        """A sample of what each leaf deserves from ``t`` on (leaves not named: 0)."""
+        """What each leaf deserves from ``t`` on (leaves not named: 0)."""
         self.samples += 1
         cs = self.c
         for path, d in by_leaf.items():
@@ -230,14 +252,18 @@ class Recorder:
         self._deserving = [p for p, d in by_leaf.items() if d]
 
     # --- the figures -----------------------------------------------------------
-    def result(self) -> dict[str, Any]:
+    def result(self, until: float | None = None) -> dict[str, Any]:
+        """The figures; ``until``: when the replay ended, if later than the last end (jobs
+        left waiting then count as censored at that time)."""
         start = self.start if self.start is not None else 0.0
-        end = max(self.end, self.last)
+        end = max(self.end, self.last, until if until is not None and until > -math.inf else 0.0)
         span = end - start
         if end > self.last:
             self.held_int += self.held * (end - self.last)
         consumers: dict[str, Any] = {}
         ratios, devs = [], []
+        all_waits: list[float] = []
+        all_bsld: list[float] = []
         for path in sorted(self.c):
             c = self.c[path]
             c.advance(end)
@@ -246,14 +272,21 @@ class Recorder:
             dev = c.dev_int / span if span > 0 else 0.0
             n = len(c.turn)
             hours = span / 3600.0
-            bsld = [max(1.0, t / max(r, BSLD_BOUND)) for t, r in zip(c.turn, c.run, strict=True)]
-            sld = [t / max(r, 1.0) for t, r in zip(c.turn, c.run, strict=True)]
+            waits, turns, runs = c.wait, c.turn, c.run
+            if c.open:  # censored: waiting until the end at least, then their run left
+                turns = [*turns, *(end - s + left for s, _r, left, _n in c.open)]
+                runs = [*runs, *(r for _s, r, _l, _n in c.open)]
+                waits = [*waits, *(max(0.0, end - s + left - r) for s, r, left, _n in c.open)]
+            bsld = [max(1.0, t / max(r, BSLD_BOUND)) for t, r in zip(turns, runs, strict=True)]
+            sld = [t / max(r, 1.0) for t, r in zip(turns, runs, strict=True)]
+            all_waits.extend(waits)
+            all_bsld.extend(bsld)
             line = {
                 "jobs": n,
-                "wait": distribution(c.wait),
+                "wait": distribution(waits),
                 "bounded_slowdown": distribution(bsld),
                 "slowdown": distribution(sld),
-                "turnaround": distribution(c.turn),
+                "turnaround": distribution(turns),
                 "held_mean": held_mean,
                 "deserved_mean": des_mean,
                 "entitled": self.entitlement.get(path, 0),
@@ -266,8 +299,9 @@ class Recorder:
                 "reclaims_per_hour": c.reclaims / hours if hours > 0 else 0.0,
                 "evictions_per_hour": c.evictions / hours if hours > 0 else 0.0,
                 "lost_slot_seconds": c.lost,
-                "finish_time_fairness": self._ftf(c),
+                "finish_time_fairness": self._ftf(c, end),
                 "unrunnable": self.unrunnable.get(path, 0),
+                "never_started": len(c.open),
             }
             consumers[path] = line
             if des_mean > 0:
@@ -279,6 +313,8 @@ class Recorder:
             "start": start,
             "end": end,
             "capacity": self.capacity,
+            "wait": distribution(all_waits),
+            "bounded_slowdown": distribution(all_bsld),
             "utilisation": self.held_int / (self.capacity * span) if span > 0 and self.capacity else 0.0,
             "fairness": {
                 "jain": jain(ratios),
@@ -289,22 +325,28 @@ class Recorder:
             "evictions": sum(c.evictions for c in self.c.values()),
             "lost_slot_seconds": math.fsum(c.lost for c in self.c.values()),
             "unrunnable": sum(self.unrunnable.values()),
+            "never_started": sum(len(c.open) for c in self.c.values()),
             "deserved_samples": self.samples,
             "consumers": consumers,
         }
 
-    def _ftf(self, c: _Consumer) -> float | None:
+    def _ftf(self, c: _Consumer, end: float) -> float | None:
         """Finish-time fairness: the consumer's span (first submit to last finish) under
         sharing, over its span run first come first served on its entitled slice alone
-        (at least its widest job). None without jobs or without an entitlement."""
+        (at least its widest job). A job that never finished ends at the earliest at the
+        end of the run plus the run it has left (a lower bound). None without jobs or
+        without an entitlement."""
         n = len(c.turn)
         share = self.entitlement.get(c.path, 0)
-        if not n or share <= 0:
+        if not (n or c.open) or share <= 0:
             return None
-        order = sorted(range(n), key=c.submit.__getitem__)
-        jobs = [(c.submit[i], c.run[i], c.slots[i]) for i in order]
-        alone = fcfs_makespan(jobs, max(share, max(c.slots)))
-        shared = c.final - c.first
+        jobs = [(c.submit[i], c.run[i], c.slots[i]) for i in range(n)]
+        jobs += [(s, r, k) for s, r, _left, k in c.open]
+        jobs.sort(key=lambda j: j[0])
+        alone = fcfs_makespan(jobs, max(share, max(k for _s, _r, k in jobs)))
+        final = max([c.final, *(end + left for _s, _r, left, _k in c.open)])
+        first = min([c.first, *(s for s, _r, _l, _k in c.open)])
+        shared = final - first
         return shared / alone if alone > 0 else None
 
     def series(self, points: int = SERIES_POINTS) -> dict[str, Any]:

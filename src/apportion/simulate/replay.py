@@ -34,14 +34,15 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import compress
+from operator import ne
 
 from apportion.engine import Engine, Plan, Request
 from apportion.simulate.figures import Recorder
-from apportion.traces.record import TraceJob
+from apportion.traces.record import TraceJob, as_written
 
 DEFAULT_TICK = 1.0  # seconds: apportion.service.master.Settings.tick
-DEFAULT_SAMPLE = 60.0  # seconds of simulated time between samples of what consumers deserve
-SAMPLE_BUDGET = 5_000  # after this many samples the interval doubles (and again after as many more)
+DEFAULT_SAMPLE = 0.0  # no longer used: what consumers deserve is read after every cycle
 
 
 Resolver = Callable[[TraceJob], tuple[str, "float | None"]]
@@ -101,7 +102,6 @@ class Replay:
         self.jobs = iter(jobs)
         self.resolve = resolve
         self.tick = tick
-        self.sample_every = max(sample, tick)
         self.on_progress = on_progress
         self.progress_every = max(1, progress_every)
         cmap = plan.consumer_map()
@@ -124,8 +124,9 @@ class Replay:
         self.arrived = 0
         self.finished = 0
         self.waiting = 0  # jobs submitted and not started
-        self._next_sample = -math.inf
-        self._samples_left = SAMPLE_BUDGET
+        self._deserved_keys: list[str] = []  # the leaves, in the engine's order, at the last cycle
+        self._deserved_vals: list[int] = []  # what they deserved then
+        self._stranded_until: float | None = None  # the replay's end, when jobs were left waiting
 
     # --- the world ------------------------------------------------------------
     def _consumer(self, job: TraceJob) -> tuple[str, float | None]:
@@ -271,21 +272,35 @@ class Replay:
             if j is not None and j.start is not None:
                 self._evict(j, t)
 
-    def _sample(self, t: float) -> None:
-        groups = list(self.engine.deserved().values())
+    def _read_deserved(self, t: float) -> None:
+        """What each leaf deserves from this cycle to the next (the engine decides only at
+        cycles): the recorder is told the leaves whose value changed. The engine keeps its
+        leaves in one order, so the values are compared as lists, and the changed ones
+        found, at C speed; a cycle that moved nothing costs one compare."""
+        groups = self.engine.deserved()
         if len(groups) == 1:
-            by_leaf = groups[0]  # read only
+            by_leaf = next(iter(groups.values()))  # read only
         else:
             by_leaf = {}
-            for per_leaf in groups:
+            for per_leaf in groups.values():
                 for leaf, n in per_leaf.items():
                     by_leaf[leaf] = by_leaf.get(leaf, 0) + n
-        self.rec.deserved(t, by_leaf)
-        self._samples_left -= 1
-        if self._samples_left <= 0:
-            self.sample_every *= 2
-            self._samples_left = SAMPLE_BUDGET
-        self._next_sample = t + self.sample_every
+        vals = list(by_leaf.values())
+        keys = list(by_leaf)
+        last_vals, last_keys = self._deserved_vals, self._deserved_keys
+        same_leaves = keys == last_keys  # the same str objects in the same order: a quick compare
+        if same_leaves and vals == last_vals:
+            return
+        if same_leaves:
+            changed = [(keys[i], vals[i]) for i in compress(range(len(vals)), map(ne, vals, last_vals))]
+        else:  # other leaves: compare by name
+            last = dict(zip(last_keys, last_vals))
+            changed = [(k, v) for k, v in zip(keys, vals) if last.get(k) != v]
+            changed += [(k, 0) for k in last.keys() - by_leaf.keys() if last[k]]
+            self._deserved_keys = keys
+        self._deserved_vals = vals
+        if changed:
+            self.rec.deserved_changes(t, changed)
 
     # --- the loop ----------------------------------------------------------------
     def _next_tick(self, t: float) -> float:
@@ -331,15 +346,20 @@ class Replay:
             again = bool(d.reclaims or d.cancelled or d.removals or d.lost or d.retagged)
             if d.grants or d.reclaims or d.cancelled or d.removals or d.lost:
                 self._decided(d, t)
-            if t >= self._next_sample:
-                self._sample(t)
+            self._read_deserved(t)
             if report is not None and self.cycles % every == 0:
                 report(Progress(t, self.arrived, self.finished, self.cycles))
         if report is not None:
             report(Progress(self.now, self.arrived, self.finished, self.cycles))
 
     def result(self) -> dict:
-        out = self.rec.result()
+        waiting = [j for j in self.by_rid.values() if j.start is None]
+        for j in waiting:  # still waiting when the replay ended: a censored wait
+            self.rec.unfinished(j.consumer, j.submit, j.job.run, j.left, j.job.slots)
+        if waiting:
+            self.by_rid = {rid: j for rid, j in self.by_rid.items() if j.start is not None}
+            self._stranded_until = self.now
+        out = self.rec.result(until=self._stranded_until)
         out["cycles"] = self.cycles
         out["tick"] = self.tick
         out["never_started"] = self.waiting
@@ -373,7 +393,8 @@ def iter_jobs(jobs: Iterable[TraceJob]) -> Iterator[TraceJob]:
     last = -math.inf
     for j in jobs:
         if j.submit < last:
-            raise SimulationError(f"job {j.id} is submitted at {j.submit:g} s, before the job read before it "
-                                  f"({last:g} s): a trace must be in submit order")
+            raise SimulationError(f"job {j.id} is submitted at {as_written(j.submit)} s, before the job read "
+                                  f"before it ({as_written(last)} s): a trace must be in submit order "
+                                  "(--sort reads it so)")
         last = j.submit
         yield j

@@ -116,23 +116,52 @@ def _table(rows: list[list[str]], head: list[str]) -> str:
     return f"<table><tr>{h}</tr>{body}</table>"
 
 
+def dropped_text(res: dict[str, Any]) -> str:
+    """The trace's jobs left out before the replay, by reason, and the bad lines skipped;
+    "" when none."""
+    parts = []
+    dropped = res.get("dropped") or {}
+    if dropped:
+        why = ", ".join(f"{n:,} {reason}" for reason, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
+        parts.append(f"{sum(dropped.values()):,} jobs of the trace dropped before the replay ({why})")
+    if res.get("skipped_lines"):
+        first = res.get("skipped_first") or []
+        parts.append(f"{res['skipped_lines']:,} bad lines skipped (--skip-bad)"
+                     + (f", the first: {first[0]}" if first else ""))
+    if res.get("unrunnable"):
+        parts.append(f"{res['unrunnable']:,} jobs wider than their consumer may ever use (unrunnable)")
+    return "; ".join(parts)
+
+
 def _answers(res: dict[str, Any]) -> list[str]:
     cs = res["consumers"]
-    active = [p for p in cs if cs[p]["jobs"]]
+    active = [p for p in cs if cs[p]["jobs"] or cs[p].get("never_started")]
     out = []
     stranded = res.get("never_started", 0)
     if stranded:
+        worst = sorted((p for p in cs if cs[p].get("never_started")), key=lambda p: -cs[p]["never_started"])
+        names = ", ".join(f"{html.escape(p)} ({cs[p]['never_started']:,})" for p in worst[:5])
         out.append(f"<b>Never started:</b> {stranded:,} jobs were still waiting when nothing was left to run "
-                   "or arrive: each consumer with work waiting had a first job needing more slots (its min) "
-                   "than it could get while the others wanted theirs, so none could start. The figures below "
-                   "leave them out; a plan that gives these consumers more, or fewer consumers, avoids it.")
+                   f"or arrive: {names}{' ...' if len(worst) > 5 else ''} (docs/simulate.md, \"The model\"). "
+                   "Their waits count as censored (at least the end of the run less their submission) in "
+                   "the waits, slowdowns and finish-time fairness below.")
+    dropped = dropped_text(res)
+    if dropped:
+        out.append(f"<b>Left out:</b> {html.escape(dropped)}.")
     if not active:
         return [*out, "No job finished."]
     waits = sorted(active, key=lambda p: -cs[p]["wait"]["mean"])
     w = waits[0]
-    out.append(f"<b>Who waits longest:</b> {html.escape(w)}, {duration(cs[w]['wait']['mean'])} on average "
+    never = " (a lower bound: some of its jobs never started)" if cs[w].get("never_started") else ""
+    served = [p for p in waits if not cs[p].get("never_started")]
+    if served:
+        least = served[-1]
+        shortest = f"the shortest: {html.escape(least)}, {duration(cs[least]['wait']['mean'])}."
+    else:
+        shortest = "every consumer with work has jobs that never started."
+    out.append(f"<b>Who waits longest:</b> {html.escape(w)}, {duration(cs[w]['wait']['mean'])} on average{never} "
                f"(p95 {duration(cs[w]['wait']['p95'])}, bounded slowdown {cs[w]['bounded_slowdown']['mean']:.2f}); "
-               f"the shortest: {html.escape(waits[-1])}, {duration(cs[waits[-1]]['wait']['mean'])}.")
+               f"{shortest}")
     starved = sorted(active, key=lambda p: -cs[p]["shortfall_seconds"])
     s = starved[0]
     if cs[s]["shortfall_seconds"] > 0:
@@ -152,13 +181,28 @@ def _answers(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def baselines_html(res: dict[str, Any]) -> str:
+    """The plan's figures beside the baselines' (``--baseline``), as a table; "" without."""
+    base = res.get("baselines") or {}
+    if not base:
+        return ""
+    rows = []
+    for name, r in [("plan", res), *base.items()]:
+        w = r["wait"]
+        rows.append([name, f"{r['jobs']:,}", f"{r.get('never_started', 0):,}", f"{r['utilisation']:.1%}",
+                     duration(r["makespan"]), duration(w["mean"]), duration(w["p95"])])
+    return "</p>" + _table(rows, ["scheduler", "jobs", "never started", "utilisation", "makespan",
+                                  "wait mean", "wait p95"]) + "<p>"
+
+
 def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "apportion simulate") -> str:
     cs = res["consumers"]
     rows = []
     for p in sorted(cs, key=lambda p: -cs[p]["wait"]["mean"]):
         c = cs[p]
         f = c["finish_time_fairness"]
-        rows.append([p, f"{c['jobs']:,}", duration(c["wait"]["mean"]), duration(c["wait"]["p95"]),
+        rows.append([p, f"{c['jobs']:,}", f"{c.get('never_started', 0):,}", duration(c["wait"]["mean"]),
+                     duration(c["wait"]["p95"]),
                      f"{c['bounded_slowdown']['mean']:.2f}", f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}",
                      duration(c["shortfall_seconds"]), f"{c['reclaims']:,}", f"{c['evictions']:,}",
                      f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}"])
@@ -168,7 +212,9 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
     answers = "".join(f"<li>{a}</li>" for a in _answers(res))
     head = (f"{res['jobs']:,} jobs, makespan {duration(res['makespan'])}, utilisation {res['utilisation']:.1%}; "
             f"plan {html.escape(str(res.get('plan', '')))}, trace {html.escape(str(res.get('trace', '')))}")
-    table = _table(rows, ["consumer", "jobs", "wait mean", "wait p95", "bounded slowdown", "held (mean)",
+    head += baselines_html(res)
+    table = _table(rows, ["consumer", "jobs", "never started", "wait mean", "wait p95", "bounded slowdown",
+                          "held (mean)",
                           "deserved (mean)", "shortfall", "reclaims", "evictions", "slot-h lost",
                           "finish-time fairness"])
     style = ("body{font-family:sans-serif;margin:1.5em;max-width:1100px}table{border-collapse:collapse;"

@@ -3,7 +3,8 @@
 ``simulate()`` is what ``apportion simulate``, ``apportion sweep`` and ``apportion
 bench simulate`` call. A plan with a ``ducc:`` section replays DUCC work through
 DUCC's cycle (``simulate.ducc``); any other plan replays rigid jobs through the
-EGO engine (``simulate.replay``).
+EGO engine (``simulate.replay``), and, when asked, through plain batch schedulers on
+the same slots (``simulate.baselines``) for the figures' ``baselines``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from apportion.simulate.replay import DEFAULT_SAMPLE, DEFAULT_TICK, Progress, Re
 from apportion.traces.record import Trace
 
 
-def open_any(path: str | os.PathLike[str], kind: str | None = None, skip_bad: int = 0) -> Trace:
+def open_any(path: str | os.PathLike[str], kind: str | None = None, skip_bad: int = 0,
+             sort: bool = False) -> Trace:
     from apportion.traces import open_trace
 
-    return open_trace(path, kind=kind, skip_bad=skip_bad)
+    return open_trace(path, kind=kind, skip_bad=skip_bad, sort=sort)
 
 
 def _resolver(plan, mapping_path: str | os.PathLike[str] | None):
@@ -46,17 +48,22 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
              tick: float | None = None, host_slots: int | None = None, sample: float = DEFAULT_SAMPLE,
              plan_data: dict[str, Any] | None = None, series_points: int = 400,
              on_progress: Callable[[Progress], None] | None = None, trace: Trace | None = None,
-             on_replay: Callable[[Replay], None] | None = None) -> SimRun:
+             on_replay: Callable[[Replay], None] | None = None, baselines: tuple[str, ...] = (),
+             sort: bool = False) -> SimRun:
     """Replay ``trace_path`` under the plan at ``plan_path`` (or ``plan_data``, that
     plan's data changed, for sweeps). PlanError, BadLine and SimulationError are the
     user's mistakes and say where. ``on_replay`` sees the EGO replay before it runs
-    (the bench times its cycles)."""
+    (the bench times its cycles). ``baselines``: "fcfs", "easy" (``simulate.baselines``),
+    replayed after the plan, each on the trace read again; ``sort``: the trace is read in
+    submission order whatever its own (``traces.sort``)."""
     from apportion.plan.positions import load_document
 
     wall0, cpu0 = time.perf_counter(), time.process_time()
-    tr = trace if trace is not None else open_any(trace_path, kind, skip_bad)
+    tr = trace if trace is not None else open_any(trace_path, kind, skip_bad, sort)
     data = plan_data if plan_data is not None else load_document(plan_path).data
     if is_ducc_plan(data):
+        if baselines:
+            raise SimulationError("--baseline replays rigid jobs; a DUCC plan's work is elastic")
         from apportion.simulate.ducc import ducc_simulate
 
         run = ducc_simulate(plan_path, tr, map_path, data=plan_data, tick=tick, on_progress=on_progress,
@@ -65,18 +72,32 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
         from apportion.simulate.cluster import load_sim_plan
 
         plan, _ = load_sim_plan(plan_path, tr.info, host_slots, data=plan_data)
-        r = Replay(plan, iter_jobs(tr.jobs()), _resolver(plan, map_path), tick=tick or DEFAULT_TICK,
+        resolve = _resolver(plan, map_path)
+        r = Replay(plan, iter_jobs(tr.jobs()), resolve, tick=tick or DEFAULT_TICK,
                    sample=sample, on_progress=on_progress)
         if on_replay is not None:
             on_replay(r)
         r.run()
         run = SimRun(r.result(), r.rec, series_points)
         run.result["arrived"] = r.arrived
+        if baselines:
+            from apportion.simulate.baselines import baseline
+
+            run.result["baselines"] = {}
+            for name in dict.fromkeys(baselines):
+                b0 = time.process_time()
+                b = baseline(name, plan, iter_jobs(tr.jobs()), resolve)
+                b.result["cpu_seconds"] = time.process_time() - b0
+                run.result["baselines"][name] = b.result
     res = run.result
+    dropped = dict(getattr(tr, "dropped", {}) or {})
+    res["dropped"] = dropped
+    res["dropped_jobs"] = sum(dropped.values())
     res["plan"] = os.fspath(plan_path)
     res["trace"] = os.fspath(trace_path)
     res["map"] = os.fspath(map_path) if map_path is not None else None
     res["skipped_lines"] = tr.skips.skipped
+    res["skipped_first"] = [str(e) for e in tr.skips.first]
     res["wall_seconds"] = time.perf_counter() - wall0
     res["cpu_seconds"] = time.process_time() - cpu0
     return run

@@ -5,7 +5,7 @@ The GRID file (YAML; paths in it are relative to its own directory)::
     plan: nasa-3-tenants.yaml          # the base plan
     trace: ../../../shared/traces/NASA-iPSC-1993-3.1-cln.swf.gz
     map: nasa-3-tenants.map.yaml       # optional
-    options: {tick: 1, host_slots: 8, skip_bad: 0, kind: swf}   # optional, as the simulate options
+    options: {tick: 1, host_slots: 8, skip_bad: 0, kind: swf, sort: false}   # optional, as the simulate options
     grid:                              # every combination of these values (a cartesian product)
       consumers[/A].share_ratio: [1, 2, 4]
       consumers[/C].grace: [0, 600]
@@ -38,7 +38,7 @@ from rich.table import Table
 from apportion.cli.tables import print_table
 
 SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
-OPTIONS = ("tick", "host_slots", "skip_bad", "kind", "sample")
+OPTIONS = ("tick", "host_slots", "skip_bad", "kind", "sample", "sort")
 
 
 class SweepError(ValueError):
@@ -176,7 +176,8 @@ def run_variant(job: dict[str, Any]) -> dict[str, Any]:
     o = job["options"]
     run = simulate(job["plan"], job["trace"], job["map"], plan_data=job["plan_data"], series_points=1,
                    tick=o.get("tick"), host_slots=o.get("host_slots"), skip_bad=o.get("skip_bad", 0),
-                   kind=o.get("kind"), **({"sample": o["sample"]} if "sample" in o else {}))
+                   kind=o.get("kind"), sort=bool(o.get("sort", False)),
+                   **({"sample": o["sample"]} if "sample" in o else {}))
     return run.result
 
 

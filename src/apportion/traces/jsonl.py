@@ -130,6 +130,7 @@ def job_from_dict(data: Any, intern: Any = str) -> TraceJob:
         resource=resource,
         memory=_number(data.get("memory"), "memory", above_zero=True, nullable=True),
         checkpoint=_number(data.get("checkpoint"), "checkpoint", above_zero=True, nullable=True),
+        walltime=_number(data.get("walltime"), "walltime", above_zero=True, nullable=True),
         ducc=None if data.get("ducc") is None else _ducc(data["ducc"]),
         **match,
     )

@@ -27,6 +27,7 @@ from apportion.traces.jsonl import JsonlTrace
 from apportion.traces.record import BadLine, Trace
 from apportion.traces.swf import FIELDS as SWF_FIELDS
 from apportion.traces.swf import SwfTrace
+from apportion.traces.sort import SORTABLE, SortedTrace
 from apportion.traces.synthetic import PREFIX as SYNTHETIC
 from apportion.traces.synthetic import SyntheticTrace, parse_spec
 from apportion.traces.textfile import TraceFile, numbered_lines
@@ -103,13 +104,16 @@ def detect_kind(path: str | os.PathLike[str]) -> str:
     return kind
 
 
-def open_trace(path: str | os.PathLike[str], kind: str | None = None, skip_bad: int = 0, **options) -> Trace:
+def open_trace(path: str | os.PathLike[str], kind: str | None = None, skip_bad: int = 0, sort: bool = False,
+               **options) -> Trace:
     """The trace at ``path``, read by the reader for ``kind`` (worked out when None).
 
     ``skip_bad``: how many bad lines to skip (and count in ``trace.skips``) before one
     stops the reading. ``options`` go to the reader (``nodes=`` for DUCC and Alibaba,
     ``cpu_slots=``, ``job_events=``, ``machine_events=`` for Google); a path
-    ``synthetic:NAME=VALUE,...`` is a generated trace. Raises BadLine
+    ``synthetic:NAME=VALUE,...`` is a generated trace. ``sort``: jobs in submission
+    order whatever the file's (``traces.sort``: an external sort, bounded memory; SWF,
+    JSONL and Alibaba). Raises BadLine
     when the trace cannot be opened, ValueError for an unknown kind."""
     if skip_bad < 0:
         raise ValueError("skip_bad must be 0 or more")
@@ -120,4 +124,8 @@ def open_trace(path: str | os.PathLike[str], kind: str | None = None, skip_bad: 
     reader = READERS.get(kind)
     if reader is None:
         raise ValueError(f"unknown trace kind {kind!r}; known: {', '.join(KINDS)}")
-    return reader(path, skip_bad, **options)  # type: ignore[call-arg]
+    if sort and kind not in SORTABLE:
+        raise ValueError(f"--sort reads SWF, JSONL and Alibaba traces; a {kind} trace is read in its "
+                         "events' order")
+    trace = reader(path, skip_bad, **options)  # type: ignore[call-arg]
+    return SortedTrace(trace) if sort else trace

@@ -53,7 +53,9 @@ class TraceJob:
     ``submit``: seconds from the trace's start; ``run``: seconds of work; ``slots``: the
     slots it asks for (rigid: min = max) in resource group kind ``resource``; ``memory``: GB
     per slot (per process for DUCC) if the trace says; ``checkpoint``: seconds between checkpoints if the trace says (a
-    reclaimed job loses only the work since its last one)."""
+    reclaimed job loses only the work since its last one); ``walltime``: the run time the
+    job asked for (SWF's requested time), if the trace says: a batch scheduler's estimate
+    (EASY backfilling plans with it)."""
 
     id: str
     submit: float
@@ -67,6 +69,7 @@ class TraceJob:
     memory: float | None = None
     checkpoint: float | None = None
     ducc: DuccWork | None = None
+    walltime: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,14 @@ class BadLine(ValueError):
         return (BadLine, (self.file, self.line, self.field, self.reason))
 
 
+def as_written(x: float) -> str:
+    """A time or count as a trace file writes it: whole numbers in full (1672510000, not
+    1.67251e+09), others as Python writes floats (0.5)."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e18:
+        return str(int(x))
+    return repr(x) if isinstance(x, float) else str(x)
+
+
 KEEP_FIRST = 5
 """How many skipped lines a ``SkipCounter`` keeps for the report."""
 
@@ -147,8 +158,13 @@ class SkipCounter:
         self.first: list[BadLine] = []
 
     def bad(self, error: BadLine) -> None:
-        """Skip ``error`` when the limit allows, else raise it."""
+        """Skip ``error`` when the limit allows, else raise it (saying that the limit is
+        spent when there was one)."""
         if self.skipped >= self.limit:
+            if self.limit:
+                raise BadLine(error.file, error.line, error.field,
+                              f"{error.reason} (--skip-bad {self.limit} is spent: {self.skipped} bad lines "
+                              "were skipped before this one)")
             raise error
         self.skipped += 1
         if len(self.first) < KEEP_FIRST:

@@ -18,6 +18,7 @@ apportion's reading:
   ("12"), "" when unknown (negative); the header's names for queues and partitions are in
   ``TraceInfo.queues`` / ``partitions``;
 - ``memory`` (GB per slot) is field 10, or field 7 when 10 is unknown;
+- ``walltime`` is field 9, the requested time, when known (above 0);
 - jobs that cannot be replayed are dropped and counted in ``dropped``, not reported as
   bad lines: a run time unknown or 0 (the archive's cleaned logs keep jobs cancelled
   before they ran, with run time 0 or -1: they never held a processor), and no processor
@@ -156,6 +157,7 @@ class SwfTrace(TraceFile):
                 self._drop("no processor count")
                 continue
             memory = parts[9] if parts[9][0] != "-" else parts[6]
+            asked = parts[8]
             yield make(
                 parts[0], submit - origin, run, slots,
                 "" if parts[11][0] == "-" else intern(parts[11]),
@@ -164,7 +166,17 @@ class SwfTrace(TraceFile):
                 "" if parts[15][0] == "-" else intern(parts[15]),
                 "cpu",
                 None if memory[0] == "-" else self._memory(memory),
+                None, None,
+                None if asked[0] == "-" or asked == "0" else self._seconds(asked),
             )
+
+    @staticmethod
+    def _seconds(text: str) -> float | None:
+        try:
+            s = float(text)
+        except ValueError:
+            return None
+        return s if s > 0 else None
 
     @staticmethod
     def _memory(text: str) -> float | None:

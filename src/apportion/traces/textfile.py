@@ -10,7 +10,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from apportion.traces.record import BadLine, SkipCounter, TraceInfo, TraceJob
+from apportion.traces.record import BadLine, SkipCounter, TraceInfo, TraceJob, as_written
+from apportion.traces.sort import SORTABLE
 
 GZIP_MAGIC = b"\x1f\x8b"
 _BUFFER = 1 << 20
@@ -67,6 +68,7 @@ class TraceFile:
     resets both counters and calls ``_jobs()``."""
 
     kind = ""
+    check_order = True  # False while a sorter reads the trace (traces.sort)
 
     def __init__(self, path: str | os.PathLike[str], skip_bad: int = 0) -> None:
         self.path = os.fspath(path)
@@ -94,10 +96,11 @@ class TraceFile:
                       file: str | None = None) -> bool:
         """True, after reporting a bad line, when ``value`` comes before ``last``: the
         trace lists its ``what``s in time order, and the replay needs them so."""
-        if value >= last:
+        if value >= last or not self.check_order:
             return False
-        self._bad(line, field, f"{value:g} is before the previous {what}'s {last:g}; "
-                               f"the trace lists them in time order", file)
+        hint = " (--sort reads it in time order)" if self.kind in SORTABLE else ""
+        self._bad(line, field, f"{as_written(value)} is before the previous {what}'s {as_written(last)}; "
+                               f"the trace lists them in time order{hint}", file)
         return True
 
     def __repr__(self) -> str:
