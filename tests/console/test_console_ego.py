@@ -22,6 +22,7 @@ consumers:
   - {path: /Research, owned: 4, grace: 3, lend: true}
 """
 SHOTS = Path(__file__).parents[2] / "docs" / "console"
+AGENTS: list = []  # the ego fixture's agents, h1 to h3 (the last test stops h3's)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,7 @@ def ego(tmp_path_factory):
         mp.setenv("APPORTION_HISTORY_SECONDS", "1")  # a sample a second, so the charts have a history here
         m = start_master(w / "m", PLAN)
     agents = [start_agent(m, f"h{i}", w / f"h{i}", slots=4) for i in (1, 2, 3)]
+    AGENTS[:] = agents
     try:
         with m.http() as c:
             wait_until(lambda: sum(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]) == 3, 30,
@@ -466,7 +468,8 @@ def test_the_queue_shows_who_waits_since_when_where_and_why(admin, ego):
             def same() -> bool:
                 admin.go("queue")
                 shown = admin.page.eval_on_selector_all("tr[data-waiting]", """els => els.map(e => [e.dataset.waiting,
-                    e.querySelector('[data-k=position]').textContent, e.querySelector('[data-k=reason]').textContent])""")
+                    e.querySelector('[data-k=position]').textContent,
+                    e.querySelector('[data-k=reason]').textContent])""")
                 api = c.get("/v1/queue").json()["waiting"]
                 return shown == [[f"allocation-{w['id']}", f"{w['position']} of {w['queue_length']}",
                                   w["pending_reason"]] for w in api] and (shown, api)
@@ -476,12 +479,15 @@ def test_the_queue_shows_who_waits_since_when_where_and_why(admin, ego):
             n = len(ids)  # the order the engine serves /Apps/batch's requests in
             assert [s_[1] for s_ in shown][-2:] == [f"{n - 1} of {n}", f"{n} of {n}"]
             w = api[-1]
-            assert f"waiting for its min of 3 slots together: {w['free_in_groups']} free in its groups (all)" in shown[-1][2]
-            assert f"{n - 1} earlier requests of /Apps/batch are served first (position {n})" in shown[-1][2]
+            assert f"waiting for its min of 3 slots together: {w['free_in_groups']} free in its groups (all)" \
+                in shown[-1][2]
+            ahead = "1 earlier request of /Apps/batch is" if n == 2 else f"{n - 1} earlier requests of /Apps/batch are"
+            assert f"{ahead} served first (position {n})" in shown[-1][2]
             held = c.get("/v1/consumers").json()["consumers"]
             batch = next(x for x in held if x["consumer"] == "/Apps/batch")
-            assert f"/Apps/batch holds {batch['held']}, at its consumer's share ({batch['deserved']} deserved in all)" \
-                in shown[-2][2]
+            where = "over" if batch["held"] > batch["deserved"] else "at"
+            assert f"/Apps/batch holds {batch['held']}, {where} its consumer's share ({batch['deserved']} deserved " \
+                "in all)" in shown[-2][2]
             assert admin.page.locator(f"tr[data-waiting='allocation-{ask}'] [data-since]").count() == 1
             _shot(admin, "queue")
             # freed slots: the request is served and leaves the queue, live
@@ -514,3 +520,31 @@ def test_events_read_as_sentences_with_a_raw_toggle(admin, ego):
             assert "was granted" in admin.text(line)
         finally:
             c.delete(f"/v1/clients/{cl}")
+
+
+def test_a_silent_host_shows_its_state_in_its_own_colour(admin, ego):
+    """Last in this module: it stops h3's agent. The host goes unreachable or down (as the
+    master's rules say), and every page shows that state in the colour its legend gives it."""
+    m, _ = ego
+    AGENTS[2].kill()
+    with m.http() as c:
+        state = wait_until(lambda: (s_ := next(h["state"] for h in c.get("/v1/hosts").json()["hosts"]
+                                               if h["name"] == "h3")) != "ok" and s_, 30, "h3 silent")
+        admin.go("hosts")
+        admin.until(lambda: admin.page.get_attribute(".tile[data-host=h3]", "data-state") == state
+                    or admin.go("hosts") and False, f"h3's tile {state}")
+        legend = admin.page.evaluate(f"""() => getComputedStyle(document.querySelector(
+            '.legend.states [data-legend-state={state}] i')).backgroundColor""")
+        style = "name => getComputedStyle(document.querySelector(`.tile[data-host=${name}]`)).borderBottomColor"
+        edge, ok_edge = admin.page.evaluate(style, "h3"), admin.page.evaluate(style, "h1")
+        assert edge == legend and edge != ok_edge, (edge, legend, ok_edge)
+        shown = admin.numbers()
+        api = c.get("/v1/hostmap").json()
+        assert (shown["down"], shown["unreachable"], shown["up"]) == (str(api["down"]), str(api["unreachable"]),
+                                                                      str(api["up"]))
+        _shot(admin, "hosts-states")
+        admin.go("host/h3")
+        assert admin.page.get_attribute("[data-k=host-state]", "data-state") == state
+        chip = admin.page.evaluate(
+            "() => getComputedStyle(document.querySelector('[data-k=host-state] .chip')).backgroundColor")
+        assert chip == legend

@@ -5,7 +5,10 @@ hosts, which every user token may read):
 - ``GET /v1/summary``: the Overview's numbers, counted by the master in one pass;
 - ``GET /v1/hostmap``: hosts as compact tiles, a page at a time (10,000 hosts are
   some 40 bytes each, not the whole host JSON), each with the consumer that holds most of
-  it (``other`` for a consumer outside the token's scope);
+  it (``other`` for a consumer outside the token's scope), in slots (a DUCC master's in
+  quanta, its shares' quanta counted as used); ``GET /v1/hostmap/{name}`` one host's page;
+- ``GET /v1/queue``: the work that waits, its age, position and ``pending_reason``;
+- ``GET /v1/jobview/{id}``: a DUCC job with its processes and their output's last lines;
 - ``GET /v1/events``: every event the token may see, as Server-Sent Events, with a
   ``change`` message naming the kinds of thing each committed step changed;
 - ``GET /v1/history``: the samples of the last hour or day (service/history.py);
@@ -74,8 +77,9 @@ async def _demand(request: Request, m: Master, p: Principal) -> tuple[int, int]:
 
 @router.get("/summary")
 async def summary(request: Request, c: Caller = Depends(user)) -> Any:
-    """The Overview: hosts up, down and closed; slots used and free; the allocations, demand,
-    shortfall and reclaims in flight the token may see (DUCC: its jobs by state)."""
+    """The Overview: hosts by state; slots (DUCC: quanta) used and free; the allocations,
+    demand, shortfall and reclaims in flight the token may see (DUCC: its jobs by state, their
+    processes and the quanta they hold); ``token``: who calls (kind and consumer)."""
     p, m = c.p, c.m
     out: dict[str, Any] = {"kind": m.kind, "plan_version": m.plan_version, "at": time.time(), **host_counts(m),
                            "token": {"kind": p.kind, "consumer": p.consumer, "name": p.name}}

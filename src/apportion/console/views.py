@@ -253,7 +253,7 @@ def job_view(m: Master, jid: int, lines: int = TAIL) -> dict[str, Any]:
                       "signal": a.signal, "stop_reason": a.stop_reason, "usage": a.usage,
                       "stdout": a.stdout[-lines:], "stderr": a.stderr[-lines:]})
     out["process_list"] = procs
-    out["reservations"] = [{"share": s.id, "host": s.host, "order": s.order}
-                           for s in m.job_shares.get(jid, {}).values() if s.activity is None]  # type: ignore[attr-defined]
+    shares = m.job_shares.get(jid, {}).values()  # type: ignore[attr-defined]
+    out["reservations"] = [{"share": s.id, "host": s.host, "order": s.order} for s in shares if s.activity is None]
     out["now"] = time.time()
     return out

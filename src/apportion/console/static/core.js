@@ -84,6 +84,6 @@ export function stateChip(state) {
   return `<span class="chip st-${esc(state)}" title="${esc(HOST_STATES[state] || "")}">${esc(state)}</span>`;
 }
 export function stateLegend() {
-  return `<div class="legend states">host states: ${Object.entries(HOST_STATES).map(([k, v]) =>
+  return `<div class="legend states">host states (a tile's lower edge and outline): ${Object.entries(HOST_STATES).map(([k, v]) =>
     `<span data-legend-state="${k}" title="${esc(v)}"><i class="st-${k}"></i>${k}</span>`).join("")}</div>`;
 }

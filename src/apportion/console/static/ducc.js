@@ -1,6 +1,6 @@
 // The pages of a master serving a DUCC plan: jobs, reservations, services, machines
 // (rm_qoccupancy) and classes; the Overview and Hosts pages are shared with EGO.
-import { api, elapsed, esc, fmtDur, fmtTime } from "/ui/core.js";
+import { api, elapsed, esc, fmtTime } from "/ui/core.js";
 import { EGO_PAGES, action, pager, table, wireActions } from "/ui/pages.js";
 import { colorOf } from "/ui/svg.js";
 

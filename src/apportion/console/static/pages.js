@@ -154,7 +154,7 @@ const hosts = {
         <select name="state" aria-label="host state"><option value="">any state</option>${Object.keys(HOST_STATES).map((k) => `<option ${k === st ? "selected" : ""}>${k}</option>`).join("")}</select>
         <button>Search</button>
         · view: ${view === "tiles" ? "<b>tiles</b>" : `<a href="${with_("view", null)}">tiles</a>`} ${view === "table" ? "<b>table</b>" : `<a href="${with_("view", "table")}" id="table-view">table</a>`}
-        ${view === "tiles" ? `· sized by <b>${by}</b> <a href="${with_("by", by === "slots" ? "memory" : "slots")}">size by ${by === "slots" ? "memory" : unit}</a>` : ""}
+        ${view === "tiles" ? `· sized by <b>${by === "slots" ? unit : "memory"}</b> <a href="${with_("by", by === "slots" ? "memory" : "slots")}">size by ${by === "slots" ? "memory" : unit}</a>` : ""}
         · <span data-k="total">${m.total}</span> hosts, page ${page + 1} of ${pages} ${page > 0 ? link(page - 1, "‹") : ""} ${page + 1 < pages ? link(page + 1, "›") : ""}</form>
       ${stateLegend()}
       ${view === "table" ? table([{ h: "host" }, { h: "state" }, { h: `${unit} used`, n: 1 }, { h: unit, n: 1 }, { h: "memory GB", n: 1 },
@@ -211,7 +211,7 @@ const host = {
       ${session.admin ? `<div class="toolbar">${closed ? action("Open", "POST", `/v1/hosts/${h.name}/open`, `Open host ${h.name}?`, "")
         : action("Close", "POST", `/v1/hosts/${h.name}/close`, `Close host ${h.name}? It takes no new work.`)
           + " " + action("Vary off", "POST", `/v1/hosts/${h.name}/vary-off`, `Vary host ${h.name} off? Fair-share work on it is evicted.`)}</div>` : ""}
-      ${table([{ h: "" }, { h: "" }], Object.entries(facts).map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`), 'class="facts"')}
+      <table class="facts"><tbody>${Object.entries(facts).map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join("")}</tbody></table>
       <h2>Attributes</h2>${attrs.length ? table([{ h: "attribute" }, { h: "value" }], attrs.map(([k, v]) => `<tr data-attr="${esc(k)}"><td>${esc(k)}</td><td>${esc(typeof v === "object" ? JSON.stringify(v) : v)}</td></tr>`)) : '<p class="muted">none reported</p>'}
       <h2>${ducc ? "Shares on it" : "Allocations on it"}</h2>${held}
       <h2>Its activities <small><a href="#/activities?host=${encodeURIComponent(h.name)}">all, with filters</a></small></h2>
