@@ -169,19 +169,23 @@ async def host_page(name: str = FPath(..., max_length=200), c: Caller = Depends(
 
 
 @router.get("/queue")
-async def queue(c: Caller = Depends(user)) -> Any:
+async def queue(limit: int = Query(500, ge=1, le=10_000, description="at most this many rows"),
+                c: Caller = Depends(user)) -> Any:
     """Work that waits, oldest first: allocations holding less than their max (DUCC: jobs,
     reservations and services waiting for a process, or holding fewer than they deserve),
     each with its age, its position among its consumer's waiting requests (the order the
     engine serves them in; DUCC: among its class's waiting work, by submission), why it
     waits (``pending_reason``, counted from what the master published) and ``planned_start``
-    (null: the engine plans no start times)."""
+    (null: the engine plans no start times); ``total``: how many wait, of which the first
+    ``limit`` are listed."""
     p, m = c.p, c.m
     now = time.time()
     if m.kind == "ducc":
-        return answer({"kind": m.kind, "at": now, "waiting": views.ducc_queue(m, p, now)})
-    report = await run(m, m.op_report())
-    return answer({"kind": m.kind, "at": now, "waiting": views.ego_queue(m, p, report, now)})
+        total, rows = views.ducc_queue(m, p, now, limit)
+    else:
+        report = await run(m, m.op_report())
+        total, rows = views.ego_queue(m, p, report, now, limit)
+    return answer({"kind": m.kind, "at": now, "total": total, "waiting": rows})
 
 
 @router.get("/jobview/{jid}")

@@ -181,19 +181,28 @@ def _why(m: Master, a: Any, groups: tuple[str, ...], free: int, lines: dict[str,
     return "; ".join(parts)
 
 
-def ego_queue(m: Master, p: Principal, report: Any, now: float) -> list[dict[str, Any]]:
-    """The allocations ``p`` may see that hold less than their max, oldest first."""
+def ego_queue(m: Master, p: Principal, report: Any, now: float, limit: int = 500) -> tuple[int, list[dict[str, Any]]]:
+    """The allocations ``p`` may see that hold less than their max, oldest first: how many,
+    and the first ``limit`` of them (free slots are counted once per set of groups, and each
+    consumer's queue once, so a long queue on a big cluster stays cheap)."""
     s = m.engine.state
     out = []
-    for a in sorted(m.allocations.values(), key=lambda a: (a.created_at, a.id)):
-        if a.held >= a.max or not p.may_see(a.consumer):
-            continue
+    waiting = [a for a in m.allocations.values() if a.held < a.max and p.may_see(a.consumer)]
+    waiting.sort(key=lambda a: (a.created_at, a.id))
+    places: dict[str, dict[int, int]] = {}  # consumer -> request order -> its place in the consumer's queue
+    free_of: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
+    for a in waiting[:limit]:
         rs = s.requests.get(str(a.id))
         groups = rs.groups if rs is not None else tuple(a.groups)
-        book = s.wanting_of.get(a.consumer)
-        queue = list(book.keys()) if book is not None else []
-        position = queue.index(rs.order) + 1 if rs is not None and rs.order in queue else None
-        free, _ = _free_in(m, groups, set(a.blocked))
+        if a.consumer not in places:
+            book = s.wanting_of.get(a.consumer)
+            places[a.consumer] = {k: i + 1 for i, k in enumerate(book.keys())} if book is not None else {}
+        queue = places[a.consumer]
+        position = queue.get(rs.order) if rs is not None else None
+        key = (groups, tuple(sorted(a.blocked)))
+        if key not in free_of:
+            free_of[key] = _free_in(m, groups, set(a.blocked))[0]
+        free = free_of[key]
         out.append({"kind": "allocation", "id": a.id, "consumer": a.consumer, "groups": list(groups),
                     "min": a.min, "max": a.max, "held": a.held, "waiting": a.max - a.held,
                     "since": a.created_at, "age": round(now - a.created_at, 1),
@@ -201,10 +210,10 @@ def ego_queue(m: Master, p: Principal, report: Any, now: float) -> list[dict[str
                     "pending_reason": _why(m, a, groups, free, report.consumers, position or 0,
                                            (position or 1) - 1),
                     "planned_start": None})
-    return out
+    return len(waiting), out
 
 
-def ducc_queue(m: Master, p: Principal, now: float) -> list[dict[str, Any]]:
+def ducc_queue(m: Master, p: Principal, now: float, limit: int = 500) -> tuple[int, list[dict[str, Any]]]:
     """DUCC work ``p`` may see that waits for its first process, or holds fewer processes
     than it deserves, oldest first; the reason is the scheduler's own."""
     jobs = [j for j in m.jobs.values() if not j.ended and p.may_see(f"/{j.user}")]  # type: ignore[attr-defined]
@@ -214,6 +223,7 @@ def ducc_queue(m: Master, p: Principal, now: float) -> list[dict[str, Any]]:
         if j.state == "waiting":
             waiting_in.setdefault(j.cls, []).append(j.id)
     out = []
+    places = {cls: {jid: i + 1 for i, jid in enumerate(ids)} for cls, ids in waiting_in.items()}
     for j in jobs:
         acc = m.accounts.get(str(j.id))  # type: ignore[attr-defined]
         procs = len(m.job_shares.get(j.id, {}))  # type: ignore[attr-defined]
@@ -223,14 +233,14 @@ def ducc_queue(m: Master, p: Principal, now: float) -> list[dict[str, Any]]:
             reason = f"growing: holds {procs} of the {min(acc.deserved, acc.cap)} processes it deserves now"
         else:
             continue
-        queue = waiting_in.get(j.cls, [])
+        queue = places.get(j.cls, {})
         out.append({"kind": j.kind, "id": j.id, "consumer": f"/{j.user}", "user": j.user, "class": j.cls,
                     "state": j.state, "processes": procs, "deserved": acc.deserved if acc is not None else None,
                     "cap": acc.cap if acc is not None else None, "memory": j.memory,
                     "since": j.submitted_at, "age": round(now - j.submitted_at, 1),
-                    "position": queue.index(j.id) + 1 if j.id in queue else None, "queue_length": len(queue),
+                    "position": queue.get(j.id), "queue_length": len(queue),
                     "pending_reason": reason, "planned_start": None})
-    return out
+    return len(out), out[:limit]
 
 
 # -- a DUCC job ------------------------------------------------------------------------------------

@@ -240,7 +240,8 @@ const queue = {
         : "Allocations holding less than their max. Position: among its consumer's waiting requests, in the order the engine serves them. The reason is counted from what the master published."}</p>
       ${table([{ h: "what" }, { h: "consumer" }, { h: ducc ? "class" : "groups" },
         ...(ducc ? [{ h: "processes", n: 1 }, { h: "deserved", n: 1 }] : [{ h: "held", n: 1 }, { h: "min", n: 1 }, { h: "max", n: 1 }]),
-        { h: "since" }, { h: "waiting for", n: 1 }, { h: "position", n: 1 }, { h: "why it waits" }, { h: "planned start" }], rows, 'id="queue"')}`;
+        { h: "since" }, { h: "waiting for", n: 1 }, { h: "position", n: 1 }, { h: "why it waits" }, { h: "planned start" }], rows, 'id="queue"')}
+      ${q.total > q.waiting.length ? `<p class="muted">the oldest ${q.waiting.length} of <span data-k="queue-total">${q.total}</span></p>` : ""}`;
   },
 };
 
