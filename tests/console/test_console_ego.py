@@ -489,6 +489,12 @@ def test_the_queue_shows_who_waits_since_when_where_and_why(admin, ego):
             assert f"/Apps/batch holds {batch['held']}, {where} its consumer's share ({batch['deserved']} deserved " \
                 "in all)" in shown[-2][2]
             assert admin.page.locator(f"tr[data-waiting='allocation-{ask}'] [data-since]").count() == 1
+            # the allocation's own page says why it waits, as the queue does
+            admin.until(lambda: admin.go(f"allocation/{rigid}") and admin.numbers().get("reason")
+                        == c.get("/v1/queue", params={"allocation": rigid}).json()["waiting"][0]["pending_reason"],
+                        "the allocation's page giving its reason")
+            assert c.get("/v1/queue", params={"allocation": big}).json()["total"] <= 1
+            assert c.get("/v1/queue", params={"allocation": 0}).status_code == 422
             _shot(admin, "queue")
             # freed slots: the request is served and leaves the queue, live
             c.delete(f"/v1/allocations/{big}")

@@ -170,6 +170,7 @@ async def host_page(name: str = FPath(..., max_length=200), c: Caller = Depends(
 
 @router.get("/queue")
 async def queue(limit: int = Query(500, ge=1, le=10_000, description="at most this many rows"),
+                allocation: int | None = Query(None, ge=1, le=2**31 - 1, description="only this allocation"),
                 c: Caller = Depends(user)) -> Any:
     """Work that waits, oldest first: allocations holding less than their max (DUCC: jobs,
     reservations and services waiting for a process, or holding fewer than they deserve),
@@ -177,14 +178,14 @@ async def queue(limit: int = Query(500, ge=1, le=10_000, description="at most th
     engine serves them in; DUCC: among its class's waiting work, by submission), why it
     waits (``pending_reason``, counted from what the master published) and ``planned_start``
     (null: the engine plans no start times); ``total``: how many wait, of which the first
-    ``limit`` are listed."""
+    ``limit`` are listed (``allocation``: that one only, if it waits; EGO)."""
     p, m = c.p, c.m
     now = time.time()
     if m.kind == "ducc":
         total, rows = views.ducc_queue(m, p, now, limit)
     else:
         report = await run(m, m.op_report())
-        total, rows = views.ego_queue(m, p, report, now, limit)
+        total, rows = views.ego_queue(m, p, report, now, limit, allocation)
     return answer({"kind": m.kind, "at": now, "total": total, "waiting": rows})
 
 

@@ -145,6 +145,10 @@ def _free_in(m: Master, groups: tuple[str, ...], blocked: set[str]) -> tuple[int
     return free, len(seen)
 
 
+def _n(n: int, what: str) -> str:
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
+
+
 def _why(m: Master, a: Any, groups: tuple[str, ...], free: int, lines: dict[str, Any], position: int,
          ahead: int) -> str:
     """Why an allocation with unmet demand waits, from the numbers the master published."""
@@ -153,8 +157,8 @@ def _why(m: Master, a: Any, groups: tuple[str, ...], free: int, lines: dict[str,
     parts = []
     gnames = ", ".join(groups)
     if a.held < a.min:
-        parts.append(f"waiting for its min of {a.min} slots{' together' if a.held == 0 else ''}: "
-                     f"{free} free in its groups ({gnames})")
+        together = " together" if a.held == 0 and a.min > 1 else ""
+        parts.append(f"waiting for its min of {_n(a.min, 'slot')}{together}: {free} free in its groups ({gnames})")
     incoming = m.engine.state.incoming.get(a.consumer, 0)
     line = lines.get(a.consumer)
     held = deserved = 0
@@ -165,7 +169,7 @@ def _why(m: Master, a: Any, groups: tuple[str, ...], free: int, lines: dict[str,
                 held += gl.held
                 deserved += gl.deserved
     if incoming:
-        parts.append(f"{incoming} slots are being reclaimed for {a.consumer}")
+        parts.append(f"{_n(incoming, 'slot')} {'is' if incoming == 1 else 'are'} being reclaimed for {a.consumer}")
     if line is not None and deserved == 0 and held == 0 and not incoming:
         parts.append(f"{a.consumer} has no share of its groups now (deserved 0)")
     elif line is not None and held >= deserved and not incoming:
@@ -181,13 +185,15 @@ def _why(m: Master, a: Any, groups: tuple[str, ...], free: int, lines: dict[str,
     return "; ".join(parts)
 
 
-def ego_queue(m: Master, p: Principal, report: Any, now: float, limit: int = 500) -> tuple[int, list[dict[str, Any]]]:
+def ego_queue(m: Master, p: Principal, report: Any, now: float, limit: int = 500,
+              only: int | None = None) -> tuple[int, list[dict[str, Any]]]:
     """The allocations ``p`` may see that hold less than their max, oldest first: how many,
-    and the first ``limit`` of them (free slots are counted once per set of groups, and each
+    and the first ``limit`` of them (``only``: that allocation, if it waits; free slots are counted once per set of groups, and each
     consumer's queue once, so a long queue on a big cluster stays cheap)."""
     s = m.engine.state
     out = []
-    waiting = [a for a in m.allocations.values() if a.held < a.max and p.may_see(a.consumer)]
+    waiting = [a for a in m.allocations.values() if a.held < a.max and p.may_see(a.consumer)
+               and (only is None or a.id == only)]
     waiting.sort(key=lambda a: (a.created_at, a.id))
     places: dict[str, dict[int, int]] = {}  # consumer -> request order -> its place in the consumer's queue
     free_of: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}

@@ -127,7 +127,7 @@ const hosts = {
     const big = Math.max(1, ...m.tiles.map((t) => (by === "slots" ? t[1] : t[2])));
     // few hosts: big tiles, each labelled with its name; many: small ones (the name on hover and in the table)
     const [lo, span] = m.tiles.length <= 200 ? [56, 60] : [12, 40];
-    const tiles = m.tiles.map(([name, slots, memory, state, closed, used, owner, acts]) => {
+    const tiles = view !== "tiles" ? "" : m.tiles.map(([name, slots, memory, state, closed, used, owner, acts]) => {
       const v = by === "slots" ? slots : memory;
       const side = Math.round(lo + span * Math.sqrt(v / big));
       const who = owner >= 0 ? m.owners[owner] : "";
@@ -137,7 +137,7 @@ const hosts = {
         style="width:${side}px;height:${side}px;${owner >= 0 && !["down", "lost"].includes(state) ? `background:${colorOf(who)}` : ""}"
         title="${esc(name)} · ${esc(state)}${closed ? " (closed)" : ""} · ${used}/${slots} ${unit} · ${esc(memory)} GB${who ? " · " + esc(who) : ""} · ${acts} activities">${label}</a>`;
     }).join("");
-    const rows = m.tiles.map(([name, slots, memory, state, closed, used, owner, acts]) => `<tr data-host-row="${esc(name)}">
+    const rows = view !== "table" ? [] : m.tiles.map(([name, slots, memory, state, closed, used, owner, acts]) => `<tr data-host-row="${esc(name)}">
       <td>${hostLink(name)}</td><td data-k-state="${esc(state)}">${stateChip(state)}${closed && state !== "closed" ? " (closed)" : ""}</td>
       <td class="n">${used}</td><td class="n">${slots}</td><td class="n">${esc(memory)}</td>
       <td>${owner >= 0 ? `<i class="sw" style="background:${colorOf(m.owners[owner])}"></i>${esc(m.owners[owner])}` : ""}</td>
@@ -286,8 +286,12 @@ const allocation = {
   title: "Allocation", nav: false, kinds: ["allocations", "activities"],
   async render(route) {
     const a = await api(`/v1/allocations/${encodeURIComponent(route.id)}`);
+    const w = a.held < a.max ? (await api(`/v1/queue?allocation=${a.id}`)).waiting[0] : null;
     return `<h1>Allocation ${a.id} <span class="muted">${esc(a.consumer)}</span></h1>
       <div class="cards">${card("held", "held", a.held)}${card("min", "min", a.min)}${card("max", "max", a.max)}</div>
+      ${w ? `<p data-waiting="${a.id}">It has waited ${elapsed(w.since)} for ${w.max - w.held} more slot${w.max - w.held === 1 ? "" : "s"}
+        (position ${w.position ?? "?"} of ${w.queue_length} in ${esc(w.consumer)}'s queue): <span data-k="reason" class="reason">${esc(w.pending_reason)}</span>
+        <a href="#/queue">the queue</a></p>` : ""}
       <h2>Hosts</h2>${table([{ h: "host" }, { h: "slots", n: 1 }], Object.entries(a.hosts).map(([h, n]) => `<tr><td>${esc(h)}</td><td class="n">${n}</td></tr>`))}
       <h2>Reclaims</h2>${table([{ h: "host" }, { h: "slots", n: 1 }, { h: "for" }, { h: "deadline" }],
         a.reclaiming.map((r) => `<tr data-reclaim="${esc(r.host)}"><td>${esc(r.host)}</td><td class="n">${r.slots}</td><td>${esc(r.for)}</td><td>${countdown(r.deadline)}</td></tr>`))}
@@ -330,7 +334,7 @@ const activities = {
       const t = hm.tiles.find((x) => x[0] === host);
       const closed = t && (t[4] || t[3] === "closed");
       head = `<div class="toolbar" data-host-state="${t ? esc(t[3]) : "unknown"}">host <b><a href="#/host/${encodeURIComponent(host)}">${esc(host)}</a></b>: <span data-k="host-state" class="state-${t ? esc(t[3]) : ""}">${t ? esc(t[3]) : "unknown"}</span>
-        ${t ? `· ${t[5]}/${t[1]} slots used · ${esc(t[2])} GB` : ""}
+        ${t ? `· ${t[5]}/${t[1]} ${esc(hm.unit || "slots")} used · ${esc(t[2])} GB` : ""}
         ${session.admin && t ? (closed ? action("Open", "POST", `/v1/hosts/${host}/open`, `Open host ${host}?`, "")
           : action("Close", "POST", `/v1/hosts/${host}/close`, `Close host ${host}? It takes no new work.`)
             + " " + action("Vary off", "POST", `/v1/hosts/${host}/vary-off`, `Vary host ${host} off? Fair-share work on it is evicted.`)) : ""}</div>`;
