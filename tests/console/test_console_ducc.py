@@ -80,9 +80,15 @@ def test_a_tenant_cancels_its_own_job_and_sees_no_other(browser, ducc):
                                             "argv": worker(0.2)}).json()["id"]
         con = Console(browser, m, token)
         try:
+            assert con.text("#who") == "consumer token for /bob"
             con.go("jobs")
             ids = con.page.eval_on_selector_all("tr[data-job]", "els => els.map(e => +e.dataset.job)")
             assert bobs in ids and anns not in ids
+            con.go(f"job/{anns}")  # another user's job: the API's refusal
+            assert con.page.get_attribute("[data-refusal]", "data-refusal") == "403"
+            con.go(f"job/{bobs}")
+            assert con.numbers()["job-state"] in ("waiting", "running")
+            con.go("jobs")
             con.page.click(f"button[data-path='/v1/jobs/{bobs}']")
             con.page.click("#confirm-yes")
             con.until(lambda: con.page.locator(f"tr[data-job='{bobs}'] [data-k=state]").inner_text() == "cancelled",
