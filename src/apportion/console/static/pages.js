@@ -70,6 +70,7 @@ const overview = {
       </div>
       <p><a href="#/queue">the queue: what waits, and why</a></p>
       <h2>Utilisation and demand over the last ${span} <small>${span === "hour" ? '<a href="#/overview?span=day">day</a>' : '<a href="#/overview?span=hour">hour</a>'}</small></h2>
+      ${ducc ? '<p class="muted">The stored history counts the hosts\' slots and the slots of allocations, not DUCC\'s shares: what the shares use now is above and on <a href="#/machines">Machines</a>.</p>' : ""}
       ${lineChart(series, { width: 900, height: 200, title: "slots over time" })}`;
   },
 };
