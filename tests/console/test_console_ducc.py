@@ -4,10 +4,13 @@ what the API says."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from tests.console.conftest import Console
 from tests.console.test_console_ego import _shot
+from tests.service.live import wait_until
 from tests.service.test_ducc_live import SERVICE, ducc_master, job, stop, worker
 
 
@@ -77,9 +80,15 @@ def test_a_tenant_cancels_its_own_job_and_sees_no_other(browser, ducc):
                                             "argv": worker(0.2)}).json()["id"]
         con = Console(browser, m, token)
         try:
+            assert con.text("#who") == "consumer token for /bob"
             con.go("jobs")
             ids = con.page.eval_on_selector_all("tr[data-job]", "els => els.map(e => +e.dataset.job)")
             assert bobs in ids and anns not in ids
+            con.go(f"job/{anns}")  # another user's job: the API's refusal
+            assert con.page.get_attribute("[data-refusal]", "data-refusal") == "403"
+            con.go(f"job/{bobs}")
+            assert con.numbers()["job-state"] in ("waiting", "running")
+            con.go("jobs")
             con.page.click(f"button[data-path='/v1/jobs/{bobs}']")
             con.page.click("#confirm-yes")
             con.until(lambda: con.page.locator(f"tr[data-job='{bobs}'] [data-k=state]").inner_text() == "cancelled",
@@ -113,3 +122,117 @@ def test_reservations_and_services_pages(browser, ducc):
             c.delete(f"/v1/services/{svc}")
     finally:
         con.close()
+
+
+def talker(seconds: float) -> list[str]:
+    """A job's process that says which item it works on (its output tail shows on the job's page)."""
+    return [sys.executable, "-c",
+            "import time\nfrom apportion.client import serve\n"
+            f"serve(lambda item: (print('working on item', item, flush=True), time.sleep({seconds})))"]
+
+
+def test_a_full_cluster_counts_its_shares_as_used_and_a_job_has_its_page(browser, ducc):
+    m = ducc
+    con = Console(browser, m, m.token)
+    ids = []
+    try:
+        with m.http() as c:
+            for user in ("ann", "bob"):
+                r = c.post("/v1/jobs", json={"user": user, "memory": 1, "threads": 1, "work": list(range(2000)),
+                                             "argv": talker(0.3)})
+                assert r.status_code == 201, r.text
+                ids.append(r.json()["id"])
+            wait_until(lambda: sum(x["free"] for x in c.get("/v1/occupancy").json()["machines"]) == 0, 60,
+                       "every quantum given to a share")
+
+            def occupancy() -> tuple[int, int]:
+                occ = c.get("/v1/occupancy").json()["machines"]
+                return sum(x["order"] - x["free"] for x in occ), sum(x["free"] for x in occ if x["state"] == "ok")
+
+            con.go("overview")
+            used, free = occupancy()
+            assert (used, free) == (8, 0)
+            con.until(lambda: con.go("overview") and (con.numbers()["used"], con.numbers()["free"]) == ("8", "0"),
+                      "the Overview counts the shares as used")
+            s = c.get("/v1/summary").json()
+            assert (s["used"], s["free"], s["unit"]) == (8, 0, "quanta")
+            assert con.numbers()["processes"] == str(s["processes"]) and s["processes"] == 8
+            assert "quanta used" in con.text("#page .cards")
+            _shot(con, "ducc-overview")
+            con.go("hosts")
+            assert (con.numbers()["used"], con.numbers()["free"]) == ("8", "0")
+            tiles = con.page.eval_on_selector_all("[data-host]",
+                                                  "els => els.map(e => [e.dataset.host, e.dataset.used])")
+            occ = c.get("/v1/occupancy").json()["machines"]
+            assert tiles == [[x["name"], str(x["order"] - x["free"])] for x in occ]
+            _shot(con, "ducc-hosts")
+
+            # the job's link on the Jobs page opens its page: processes, items and output tails
+            jid = ids[0]
+            con.go("jobs")
+            con.page.click(f"tr[data-job='{jid}'] a[href='#/job/{jid}']")
+            con.page.wait_for_function(f"() => location.hash === '#/job/{jid}' && "
+                                       "document.getElementById('page').dataset.page === 'job' && "
+                                       "document.getElementById('page').dataset.loaded")
+            con.until(lambda: con.page.locator("pre[data-tail]").count() > 0
+                      and "working on item" in con.text("pre[data-tail]"), "a process's output tail shown", timeout=60)
+            view = c.get(f"/v1/jobview/{jid}").json()
+            shown = con.page.eval_on_selector_all("tr[data-process]", "els => els.map(e => +e.dataset.process)")
+            assert shown == [p["activity"] for p in view["process_list"]] and shown
+            assert len([p for p in view["process_list"] if p["state"] == "running"]) == sum(view["processes"].values())
+
+            def items_as_the_api_says() -> bool:
+                con.go(f"job/{jid}")
+                n = con.numbers()
+                j = c.get(f"/v1/jobs/{jid}").json()
+                return (n["items_total"], n["job-state"]) == (str(j["items"]["total"]), j["state"]) and \
+                    int(n["items_done"]) <= j["items"]["done"] and int(n["items_done"]) > 0
+            con.until(items_as_the_api_says, "the job's items shown as the API says", timeout=60)
+            _shot(con, "job")
+            c.delete(f"/v1/jobs/{ids[1]}")
+            con.go(f"job/{ids[1]}")
+            assert con.numbers()["job-state"] == "cancelled"
+    finally:
+        con.close()
+        with m.http() as c:
+            for i in ids:
+                c.delete(f"/v1/jobs/{i}")
+            wait_until(lambda: all(x["free"] == x["order"] for x in c.get("/v1/occupancy").json()["machines"]), 60,
+                       "every process gone")
+
+
+def test_the_queue_shows_waiting_work_with_the_schedulers_reason(browser, ducc):
+    m = ducc
+    con = Console(browser, m, m.token)
+    res = []
+    try:
+        with m.http() as c:
+            for _ in range(2):  # a machine each
+                res.append(c.post("/v1/reservations", json={"class": "reserve", "memory": 4}).json()["id"])
+            wait_until(lambda: all(c.get(f"/v1/reservations/{r}").json()["host"] for r in res), 30, "both placed")
+            third = c.post("/v1/reservations", json={"class": "reserve", "memory": 4}).json()["id"]
+            res.append(third)
+            wait_until(lambda: c.get(f"/v1/reservations/{third}").json()["reason"] not in ("", "submitted"), 30,
+                       "a reason to wait")
+
+            def same() -> bool:
+                con.go("queue")
+                shown = con.page.eval_on_selector_all("tr[data-waiting]", """els => els.map(e => [e.dataset.waiting,
+                    e.querySelector('[data-k=reason]').textContent,
+                    e.querySelector('[data-k=position]').textContent])""")
+                api = c.get("/v1/queue").json()["waiting"]
+                return shown == [[f"{w['kind']}-{w['id']}", w["pending_reason"],
+                                  f"{w['position']} of {w['queue_length']}" if w["position"] else ""] for w in api] \
+                    and shown
+            shown = con.until(same, "the Queue page equal to /v1/queue")
+            assert shown[0][0] == f"reservation-{third}"
+            assert shown[0][1] == c.get(f"/v1/reservations/{third}").json()["reason"]  # the scheduler's own
+            _shot(con, "ducc-queue")
+            c.delete(f"/v1/reservations/{res[0]}")
+            con.until(lambda: con.page.locator(f"tr[data-waiting='reservation-{third}']").count() == 0,
+                      "the placed reservation gone from the queue", timeout=30)
+    finally:
+        con.close()
+        with m.http() as c:
+            for r in res:
+                c.delete(f"/v1/reservations/{r}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.console.conftest import Console
-from tests.service.live import SLEEPER, granted, start_agent, start_master, wait_until
+from tests.service.live import SLEEPER, events, granted, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -22,6 +22,7 @@ consumers:
   - {path: /Research, owned: 4, grace: 3, lend: true}
 """
 SHOTS = Path(__file__).parents[2] / "docs" / "console"
+AGENTS: list = []  # the ego fixture's agents, h1 to h3 (the last test stops h3's)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,7 @@ def ego(tmp_path_factory):
         mp.setenv("APPORTION_HISTORY_SECONDS", "1")  # a sample a second, so the charts have a history here
         m = start_master(w / "m", PLAN)
     agents = [start_agent(m, f"h{i}", w / f"h{i}", slots=4) for i in (1, 2, 3)]
+    AGENTS[:] = agents
     try:
         with m.http() as c:
             wait_until(lambda: sum(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]) == 3, 30,
@@ -188,6 +190,7 @@ def test_a_consumer_token_sees_only_its_subtree(browser, ego):
         act = c.post(f"/v1/allocations/{a_theirs}/activities", json={"host": host, "argv": SLEEPER}).json()["id"]
     con = Console(browser, m, tokens["/Research"])
     try:
+        assert con.text("#who") == "consumer token for /Research"  # the header names the token's consumer
         assert "Plan" not in con.text("#nav") and "Audit" not in con.text("#nav")
         con.go("consumers")
         shown = con.page.eval_on_selector_all("tr[data-consumer]", "els => els.map(e => e.dataset.consumer)")
@@ -203,6 +206,17 @@ def test_a_consumer_token_sees_only_its_subtree(browser, ego):
         con.go("hosts")  # the tiles of others' work are "other", never their consumer
         owners = con.page.eval_on_selector_all(".legend span", "els => els.map(e => e.textContent)")
         assert "/Apps/batch" not in owners
+        con.go(f"host/{host}")  # a host's page: the slots of others' work counted, never named
+        assert "/Apps/batch" not in con.text("#page") and "outside this token's scope" in con.text("#page")
+        with m.http() as c:
+            a_wait = _alloc(c, theirs, "/Apps/batch", 50)  # waits: more than the cluster has
+            wait_until(lambda: any(w["id"] == a_wait for w in c.get("/v1/queue").json()["waiting"]), 15,
+                       "the admin's queue lists it")
+        con.go("queue")
+        shown = con.page.eval_on_selector_all("tr[data-waiting]", "els => els.map(e => e.dataset.waiting)")
+        assert f"allocation-{a_wait}" not in shown
+        with m.http(tokens["/Research"]) as r:
+            assert shown == [f"allocation-{w['id']}" for w in r.get("/v1/queue").json()["waiting"]]
     finally:
         con.close()
         with m.http() as c:
@@ -354,11 +368,189 @@ def test_the_assets_are_the_packages_own_and_hold_no_data(ego):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in r.headers["content-security-policy"]
     assert "http://" not in r.text and "https://" not in r.text  # no CDN
-    for name in ("app.js", "core.js", "pages.js", "ducc.js", "svg.js", "console.css"):
+    for name in ("app.js", "core.js", "pages.js", "ducc.js", "svg.js", "console.css", "favicon.svg"):
         got = httpx.get(f"{m.url}/ui/{name}")
         assert got.status_code == 200 and "https://" not in got.text, name
+    # the favicon is the package's own, linked from the page
+    assert '<link rel="icon" type="image/svg+xml" href="/ui/favicon.svg">' in r.text
+    icon = httpx.get(f"{m.url}/ui/favicon.svg")
+    assert icon.headers["content-type"] == "image/svg+xml" and icon.text.startswith("<svg")
     for bad in ("..%2fpages.py", "pages.py", "nothing.js", "%2e%2e%2f%2e%2e%2fapp.py"):
         assert httpx.get(f"{m.url}/ui/{bad}").status_code == 404, bad
     # the data is behind the token, as everywhere in /v1
     assert httpx.get(m.url + "/v1/summary").status_code == 401
     assert httpx.get(m.url + "/v1/hostmap").status_code == 401
+
+
+def test_hosts_are_named_searched_tabled_and_each_has_its_page(admin, ego):
+    m, _ = ego
+    with m.http() as c:
+        cl, aid = granted(c, "hostpage", "/Apps/batch", 2)
+        host = next(iter(c.get(f"/v1/allocations/{aid}").json()["hosts"]))
+        act = c.post(f"/v1/allocations/{aid}/activities", json={"host": host, "argv": SLEEPER}).json()["id"]
+        wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20, "running")
+        try:
+            names = [h["name"] for h in c.get("/v1/hosts").json()["hosts"]]
+            admin.go("hosts")
+            # every tile is labelled with its host's name (big enough tiles at this size)
+            labels = admin.page.eval_on_selector_all(".tile[data-host]", """els => els.map(e =>
+                [e.dataset.host, (e.querySelector('.name') || {}).textContent])""")
+            assert labels == [[n, n] for n in names]
+            assert all(admin.page.is_visible(f".tile[data-host='{n}'] .name") for n in names)
+            _shot(admin, "hosts-named")
+
+            # the search box: only the hosts whose name has what was typed, as /v1/hostmap?name= says
+            admin.page.fill("#hostsearch [name=name]", "H2")
+            admin.page.press("#hostsearch [name=name]", "Enter")
+            admin.until(lambda: "name=H2" in admin.page.url and admin.page.eval_on_selector_all(
+                ".tile[data-host]", "els => els.map(e => e.dataset.host)") == ["h2"], "the search applied")
+            assert [t[0] for t in c.get("/v1/hostmap", params={"name": "H2"}).json()["tiles"]] == ["h2"]
+            assert admin.numbers()["total"] == "1"
+
+            # the table view: a row per host, its state and use as /v1/hosts says
+            admin.go("hosts?view=table")
+            rows = admin.page.eval_on_selector_all("tr[data-host-row]", """els => els.map(e => [e.dataset.hostRow,
+                e.querySelector('[data-k-state]').dataset.kState, e.children[2].textContent.trim(),
+                e.children[3].textContent.trim()])""")
+            assert rows == [[h["name"], h["state"], str(h["used"]), str(h["slots"])]
+                            for h in c.get("/v1/hosts").json()["hosts"]]
+            _shot(admin, "hosts-table")
+
+            # a colour for each host state, in the legend; none is the grey of "other" (out of scope)
+            colours = admin.page.eval_on_selector_all(".legend.states [data-legend-state]", """els => els.map(e =>
+                [e.dataset.legendState, getComputedStyle(e.querySelector('i')).backgroundColor])""")
+            assert [s for s, _ in colours] == ["ok", "closed", "unreachable", "down", "lost"]
+            assert len({c_ for _, c_ in colours}) == 5, colours
+            assert "rgb(154, 163, 178)" not in {c_ for _, c_ in colours}  # colorOf("other")
+
+            # a host's page: what /v1/hosts says of it, and its activities with their elapsed time
+            admin.page.click(f"#hosttable a[data-host-link='{host}']")
+            admin.page.wait_for_function(f"() => location.hash === '#/host/{host}' && "
+                                         "document.getElementById('page').dataset.loaded")
+            admin.until(lambda: admin.page.locator(f"tr[data-activity='{act}']").count() == 1
+                        or admin.go(f"host/{host}") and False, "the host's activity listed")
+
+            def same_as_api() -> bool:
+                admin.go(f"host/{host}")
+                h = next(x for x in c.get("/v1/hosts").json()["hosts"] if x["name"] == host)
+                shown = admin.numbers()
+                return (shown["host-state"], shown["used"], shown["capacity"], shown["free"]) == \
+                    (h["state"], str(h["used"]), str(h["slots"]), str(h["free"]))
+            admin.until(same_as_api, "the host page equal to /v1/hosts")
+            assert admin.page.locator(f"tr[data-held='{aid}']").count() == 1
+            a = c.get(f"/v1/activities/{act}").json()
+            since = admin.page.get_attribute(f"tr[data-activity='{act}'] [data-since]", "data-since")
+            assert float(since) == a["created_at"]
+            first = admin.text(f"tr[data-activity='{act}'] [data-k=elapsed]")
+            assert first.endswith(" s") or "min" in first
+            admin.until(lambda: admin.text(f"tr[data-activity='{act}'] [data-k=elapsed]") != first,
+                        "the elapsed time ticking")
+            assert "ago" in admin.text("table.facts")  # the heartbeat's age
+            assert "not reported" in admin.text("table.facts")  # load and agent version, which agents do not report
+            _shot(admin, "host")
+            admin.go("host/nosuchhost")
+            assert admin.page.get_attribute("[data-refusal]", "data-refusal") == "404"
+        finally:
+            c.delete(f"/v1/clients/{cl}")
+
+
+def test_the_queue_shows_who_waits_since_when_where_and_why(admin, ego):
+    m, _ = ego
+    with m.http() as c:
+        cl = _client(c, "queue", "/Apps/batch")
+        big = _alloc(c, cl, "/Apps/batch", 12)  # as much as the cluster has
+        wait_until(lambda: c.get(f"/v1/allocations/{big}").json()["held"] >= 8, 20, "/Apps/batch's share held")
+        ask = _alloc(c, cl, "/Apps/batch", 5)
+        r = c.post("/v1/allocations", json={"client": cl, "consumer": "/Apps/batch", "min": 3, "max": 3})
+        assert r.status_code == 201, r.text
+        rigid = r.json()["id"]
+        try:
+            def same() -> bool:
+                admin.go("queue")
+                shown = admin.page.eval_on_selector_all("tr[data-waiting]", """els => els.map(e => [e.dataset.waiting,
+                    e.querySelector('[data-k=position]').textContent,
+                    e.querySelector('[data-k=reason]').textContent])""")
+                api = c.get("/v1/queue").json()["waiting"]
+                return shown == [[f"allocation-{w['id']}", f"{w['position']} of {w['queue_length']}",
+                                  w["pending_reason"]] for w in api] and (shown, api)
+            shown, api = admin.until(same, "the Queue page equal to /v1/queue")
+            ids = [s_[0] for s_ in shown]
+            assert ids[-2:] == [f"allocation-{ask}", f"allocation-{rigid}"]  # oldest first
+            n = len(ids)  # the order the engine serves /Apps/batch's requests in
+            assert [s_[1] for s_ in shown][-2:] == [f"{n - 1} of {n}", f"{n} of {n}"]
+            w = api[-1]
+            assert f"waiting for its min of 3 slots together: {w['free_in_groups']} free in its groups (all)" \
+                in shown[-1][2]
+            ahead = "1 earlier request of /Apps/batch is" if n == 2 else f"{n - 1} earlier requests of /Apps/batch are"
+            assert f"{ahead} served first (position {n})" in shown[-1][2]
+            held = c.get("/v1/consumers").json()["consumers"]
+            batch = next(x for x in held if x["consumer"] == "/Apps/batch")
+            where = "over" if batch["held"] > batch["deserved"] else "at"
+            assert f"/Apps/batch holds {batch['held']}, {where} its consumer's share ({batch['deserved']} deserved " \
+                "in all)" in shown[-2][2]
+            assert admin.page.locator(f"tr[data-waiting='allocation-{ask}'] [data-since]").count() == 1
+            # the allocation's own page says why it waits, as the queue does
+            admin.until(lambda: admin.go(f"allocation/{rigid}") and admin.numbers().get("reason")
+                        == c.get("/v1/queue", params={"allocation": rigid}).json()["waiting"][0]["pending_reason"],
+                        "the allocation's page giving its reason")
+            assert c.get("/v1/queue", params={"allocation": big}).json()["total"] <= 1
+            assert c.get("/v1/queue", params={"allocation": 0}).status_code == 422
+            _shot(admin, "queue")
+            # freed slots: the request is served and leaves the queue, live
+            c.delete(f"/v1/allocations/{big}")
+            admin.until(lambda: admin.page.locator(f"tr[data-waiting='allocation-{ask}']").count() == 0,
+                        "the served request gone from the queue", timeout=30)
+            assert c.get(f"/v1/allocations/{ask}").json()["held"] == 5
+        finally:
+            c.delete(f"/v1/clients/{cl}")
+
+
+def test_events_read_as_sentences_with_a_raw_toggle(admin, ego):
+    m, _ = ego
+    with m.http() as c:
+        admin.go("events")
+        cl, aid = granted(c, "sentences", "/Research", 2)
+        try:
+            host, n = next(iter(c.get(f"/v1/allocations/{aid}").json()["hosts"].items()))
+            ev = next(e for e in events(c, cl) if e["type"] == "granted")
+            line = f"#feed [data-event='{ev['id']}']"
+            admin.until(lambda: admin.page.locator(line).count() == 1, "the grant in the live feed")
+            assert f"allocation {aid} was granted {ev['slots']} slot" in admin.text(line)
+            assert f"on {ev['host']}" in admin.text(line)
+            assert "=" not in admin.text(line)
+            assert admin.page.get_attribute(f"{line} a[href^='#/allocation/']", "href") == f"#/allocation/{aid}"
+            _shot(admin, "events-sentences")
+            admin.page.check("#raw-events")
+            assert f"allocation={aid}" in admin.text(line) and f"host={ev['host']}" in admin.text(line)
+            admin.page.uncheck("#raw-events")
+            assert "was granted" in admin.text(line)
+        finally:
+            c.delete(f"/v1/clients/{cl}")
+
+
+def test_a_silent_host_shows_its_state_in_its_own_colour(admin, ego):
+    """Last in this module: it stops h3's agent. The host goes unreachable or down (as the
+    master's rules say), and every page shows that state in the colour its legend gives it."""
+    m, _ = ego
+    AGENTS[2].kill()
+    with m.http() as c:
+        state = wait_until(lambda: (s_ := next(h["state"] for h in c.get("/v1/hosts").json()["hosts"]
+                                               if h["name"] == "h3")) != "ok" and s_, 30, "h3 silent")
+        admin.go("hosts")
+        admin.until(lambda: admin.page.get_attribute(".tile[data-host=h3]", "data-state") == state
+                    or admin.go("hosts") and False, f"h3's tile {state}")
+        legend = admin.page.evaluate(f"""() => getComputedStyle(document.querySelector(
+            '.legend.states [data-legend-state={state}] i')).backgroundColor""")
+        style = "name => getComputedStyle(document.querySelector(`.tile[data-host=${name}]`)).borderBottomColor"
+        edge, ok_edge = admin.page.evaluate(style, "h3"), admin.page.evaluate(style, "h1")
+        assert edge == legend and edge != ok_edge, (edge, legend, ok_edge)
+        shown = admin.numbers()
+        api = c.get("/v1/hostmap").json()
+        assert (shown["down"], shown["unreachable"], shown["up"]) == (str(api["down"]), str(api["unreachable"]),
+                                                                      str(api["up"]))
+        _shot(admin, "hosts-states")
+        admin.go("host/h3")
+        assert admin.page.get_attribute("[data-k=host-state]", "data-state") == state
+        chip = admin.page.evaluate(
+            "() => getComputedStyle(document.querySelector('[data-k=host-state] .chip')).backgroundColor")
+        assert chip == legend

@@ -5,7 +5,10 @@ hosts, which every user token may read):
 - ``GET /v1/summary``: the Overview's numbers, counted by the master in one pass;
 - ``GET /v1/hostmap``: hosts as compact tiles, a page at a time (10,000 hosts are
   some 40 bytes each, not the whole host JSON), each with the consumer that holds most of
-  it (``other`` for a consumer outside the token's scope);
+  it (``other`` for a consumer outside the token's scope), in slots (a DUCC master's in
+  quanta, its shares' quanta counted as used); ``GET /v1/hostmap/{name}`` one host's page;
+- ``GET /v1/queue``: the work that waits, its age, position and ``pending_reason``;
+- ``GET /v1/jobview/{id}``: a DUCC job with its processes and their output's last lines;
 - ``GET /v1/events``: every event the token may see, as Server-Sent Events, with a
   ``change`` message naming the kinds of thing each committed step changed;
 - ``GET /v1/history``: the samples of the last hour or day (service/history.py);
@@ -26,6 +29,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as FPath
 from fastapi.responses import StreamingResponse
 
+from apportion.console import views
 from apportion.console.feed import Feed
 from apportion.service import history
 from apportion.service.api.deps import answer, run
@@ -41,34 +45,7 @@ def _visible(p: Principal):  # noqa: ANN202 - a predicate on a consumer path (No
     return lambda consumer: p.kind == "admin" or (consumer is not None and p.may_see(consumer))
 
 
-def _fenced(m: Master) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for (_, host), f in m.fences.items():
-        out[host] = out.get(host, 0) + f[0]
-    return out
-
-
-def host_counts(m: Master) -> dict[str, int]:
-    fenced = _fenced(m)
-    ok = down = unreachable = closed = total = used = free = 0
-    for h in m.hosts.values():
-        u = m.host_used.get(h.name, 0)
-        if h.state == "down":
-            down += 1
-            continue
-        total += h.slots
-        used += u
-        if h.state == "unreachable":  # its agent is silent: it keeps its work, takes nothing new
-            unreachable += 1
-            continue
-        if h.state != "ok" or h.closed:
-            closed += 1
-            continue
-        ok += 1
-        free += max(0, h.slots - u - fenced.get(h.name, 0))
-    return {"hosts": len(m.hosts), "up": ok, "down": down, "unreachable": unreachable, "closed": closed,
-            "slots": total, "used": used,
-            "free": free}
+host_counts = views.host_counts
 
 
 _demand_cache: dict[tuple[int, int, str | None], tuple[int, int]] = {}  # (master, change, scope) -> totals
@@ -100,10 +77,12 @@ async def _demand(request: Request, m: Master, p: Principal) -> tuple[int, int]:
 
 @router.get("/summary")
 async def summary(request: Request, c: Caller = Depends(user)) -> Any:
-    """The Overview: hosts up, down and closed; slots used and free; the allocations, demand,
-    shortfall and reclaims in flight the token may see (DUCC: its jobs by state)."""
+    """The Overview: hosts by state; slots (DUCC: quanta) used and free; the allocations,
+    demand, shortfall and reclaims in flight the token may see (DUCC: its jobs by state, their
+    processes and the quanta they hold); ``token``: who calls (kind and consumer)."""
     p, m = c.p, c.m
-    out: dict[str, Any] = {"kind": m.kind, "plan_version": m.plan_version, "at": time.time(), **host_counts(m)}
+    out: dict[str, Any] = {"kind": m.kind, "plan_version": m.plan_version, "at": time.time(), **host_counts(m),
+                           "token": {"kind": p.kind, "consumer": p.consumer, "name": p.name}}
     allocs = [a for a in m.allocations.values() if p.may_see(a.consumer)]
     reclaims = [r for a in allocs for r in a.reclaiming.values()]
     out["allocations"] = len(allocs)
@@ -119,6 +98,10 @@ async def summary(request: Request, c: Caller = Depends(user)) -> Any:
                 key = f"{j.kind}s_{j.state}"
                 jobs[key] = jobs.get(key, 0) + 1
         out["jobs"] = jobs
+        shares = [sh for sh in m.shares.values()  # type: ignore[attr-defined]
+                  if (j := m.jobs.get(sh.job)) is not None and p.may_see(f"/{j.user}")]  # type: ignore[attr-defined]
+        out["processes"] = len(shares)  # DUCC's shares: its work's processes (and reservations' machines)
+        out["held"] = sum(sh.order for sh in shares)  # quanta those shares hold
         return answer(out)
     out["demand"], out["shortfall"] = await _demand(request, m, p)
     return answer(out)
@@ -126,28 +109,41 @@ async def summary(request: Request, c: Caller = Depends(user)) -> Any:
 
 @router.get("/hostmap")
 async def hostmap(offset: int = Query(0, ge=0, le=2**31 - 1), limit: int = Query(2000, ge=1, le=10_000),
-                  state: Literal["ok", "closed", "unreachable", "down"] | None = None,
+                  state: Literal["ok", "closed", "unreachable", "down", "lost"] | None = None,
                   name: str | None = Query(None, max_length=200, description="only hosts whose name has this"),
                   c: Caller = Depends(user)) -> Any:
-    """Hosts as ``tiles``, sorted by name, a page at a time: each ``[name, slots, memory (GB),
-    state, closed, used, owner, activities]`` where ``owner`` indexes ``owners`` (the consumer
-    holding most slots there; ``other`` outside the token's scope; -1 nobody)."""
+    """Hosts as ``tiles``, sorted by name, a page at a time: each ``[name, size, memory (GB),
+    state, closed, used, owner, activities]`` where ``size`` and ``used`` count ``unit``
+    (slots; quanta on a DUCC master, whose shares are quanta of memory) and ``owner``
+    indexes ``owners`` (the consumer holding most of the host; ``other`` outside the
+    token's scope; -1 nobody)."""
     p, m = c.p, c.m
     hosts = sorted(m.hosts.values(), key=lambda h: h.name)
     if state is not None:
         hosts = [h for h in hosts if h.state == state]
     if name:
-        hosts = [h for h in hosts if name in h.name]
+        low = name.lower()
+        hosts = [h for h in hosts if low in h.name.lower()]
     page = hosts[offset:offset + limit]
     wanted = {h.name for h in page}
     by_host: dict[str, dict[str, int]] = {}
-    for h in m.holdings.values():
-        if h.host in wanted:
-            a = m.allocations.get(h.request)
-            if a is not None:
-                who = a.consumer if p.may_see(a.consumer) else "other"
-                d = by_host.setdefault(h.host, {})
-                d[who] = d.get(who, 0) + h.slots
+    size: dict[str, tuple[int, int]] = {}
+    if m.kind == "ducc":
+        for host, (order, used, per) in views.ducc_use(m).items():
+            if host in wanted:
+                size[host] = (order, used)
+                d = by_host.setdefault(host, {})
+                for who, n in per.items():
+                    who = who if p.may_see(who) else "other"
+                    d[who] = d.get(who, 0) + n
+    else:
+        for h in m.holdings.values():
+            if h.host in wanted:
+                a = m.allocations.get(h.request)
+                if a is not None:
+                    who = a.consumer if p.may_see(a.consumer) else "other"
+                    d = by_host.setdefault(h.host, {})
+                    d[who] = d.get(who, 0) + h.slots
     owners: dict[str, int] = {}
     tiles = []
     for h in page:
@@ -156,9 +152,59 @@ async def hostmap(offset: int = Query(0, ge=0, le=2**31 - 1), limit: int = Query
         if held:
             top = max(held.items(), key=lambda kv: (kv[1], kv[0]))[0]
             owner = owners.setdefault(top, len(owners))
-        tiles.append([h.name, h.slots, h.memory, h.state, h.closed, m.host_used.get(h.name, 0), owner,
-                      len(m.live_on.get(h.name, {}))])
+        cap, used = size.get(h.name, (h.slots, m.host_used.get(h.name, 0)))
+        tiles.append([h.name, cap, h.memory, h.state, h.closed, used, owner, len(m.live_on.get(h.name, {}))])
     return answer({**host_counts(m), "total": len(hosts), "offset": offset, "tiles": tiles, "owners": list(owners)})
+
+
+@router.get("/hostmap/{name}")
+async def host_page(name: str = FPath(..., max_length=200), c: Caller = Depends(user)) -> Any:
+    """One host for its page: state, heartbeat age, size, used, free and fenced, what its
+    agent reported, and the allocations (DUCC: shares) on it the token may see (``others``:
+    slots held there by consumers outside its scope)."""
+    got = views.host_view(c.m, c.p, name, time.time())
+    if got is None:
+        raise ApiError(404, f"no host {name}")
+    return answer(got)
+
+
+@router.get("/queue")
+async def queue(limit: int = Query(500, ge=1, le=10_000, description="at most this many rows"),
+                allocation: int | None = Query(None, ge=1, le=2**31 - 1, description="only this allocation"),
+                c: Caller = Depends(user)) -> Any:
+    """Work that waits, oldest first: allocations holding less than their max (DUCC: jobs,
+    reservations and services waiting for a process, or holding fewer than they deserve),
+    each with its age, its position among its consumer's waiting requests (the order the
+    engine serves them in; DUCC: among its class's waiting work, by submission), why it
+    waits (``pending_reason``, counted from what the master published) and ``planned_start``
+    (null: the engine plans no start times); ``total``: how many wait, of which the first
+    ``limit`` are listed (``allocation``: that one only, if it waits; EGO)."""
+    p, m = c.p, c.m
+    now = time.time()
+    if m.kind == "ducc":
+        total, rows = views.ducc_queue(m, p, now, limit)
+    else:
+        report = await run(m, m.op_report())
+        total, rows = views.ego_queue(m, p, report, now, limit, allocation)
+    return answer({"kind": m.kind, "at": now, "total": total, "waiting": rows})
+
+
+@router.get("/jobview/{jid}")
+async def job_page(jid: int = FPath(..., ge=1, le=2**31 - 1),
+                   lines: int = Query(views.TAIL, ge=1, le=1000, description="lines of each process's output"),
+                   c: Caller = Depends(user)) -> Any:
+    """A DUCC job (service, reservation) for its page: what ``GET /v1/jobs/{id}`` says, its
+    processes (each with its host, state, items done and held, and its output's last
+    ``lines`` lines) and its reserved machines."""
+    m = c.m
+    if m.kind != "ducc":
+        raise ApiError(409, "this master serves an EGO plan: jobs belong to a DUCC plan")
+    j = m.jobs.get(jid)  # type: ignore[attr-defined]
+    if j is None:
+        raise ApiError(404, f"no job {jid}")
+    if not c.p.may_see(f"/{j.user}"):
+        raise ApiError(403, f"{c.p.name} may not see job {jid} of user {j.user}")
+    return answer(views.job_view(m, jid, lines))
 
 
 @router.get("/history")

@@ -1,7 +1,7 @@
 // The console's shell: the token (sessionStorage only), calls to /v1 with it, the live
 // feed (/v1/events read with fetch, so the Authorization header goes with it), routing by
 // the URL's fragment (#/hosts, #/activities?host=h1) and the confirmation dialog.
-import { $, KEY, Refused, api, esc, hooks, listeners, session } from "/ui/core.js";
+import { $, KEY, Refused, api, esc, fmtDur, hooks, listeners, session } from "/ui/core.js";
 import { EGO_PAGES, COMMON_PAGES } from "/ui/pages.js";
 import { DUCC_PAGES } from "/ui/ducc.js";
 
@@ -171,7 +171,8 @@ async function start() {
   }
   session.kind = s.value.kind;
   session.admin = versions.status === "fulfilled";
-  $("who").textContent = session.admin ? "admin" : "consumer token";
+  session.scope = (s.value.token && s.value.token.consumer) || null;
+  $("who").textContent = session.admin ? "admin token" : session.scope ? `consumer token for ${session.scope}` : "consumer token";
   $("logout").hidden = false;
   drawNav();
   readFeed();
@@ -208,7 +209,9 @@ window.addEventListener("hashchange", route);
 setInterval(() => { for (const el of document.querySelectorAll("[data-deadline]")) {
   const left = Number(el.dataset.deadline) - Date.now() / 1000;
   el.textContent = left > 0 ? `${left.toFixed(0)} s` : "due";
-} }, 500);
+}
+for (const el of document.querySelectorAll("[data-since]")) el.textContent = fmtDur(Date.now() / 1000 - Number(el.dataset.since));
+}, 500);
 
 hooks.logout = logout;
 hooks.refresh = refreshSoon;

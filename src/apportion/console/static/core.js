@@ -53,3 +53,37 @@ export function fmtTime(t) { return t ? new Date(t * 1000).toLocaleString() : ""
 export function countdown(deadline) {
   return deadline ? `<span class="countdown" data-deadline="${deadline}">${Math.max(0, deadline - Date.now() / 1000).toFixed(0)} s</span>` : "";
 }
+
+// A duration as an operator reads it: 42 s, 3 min 5 s, 2 h 10 min, 3 d 4 h.
+export function fmtDur(s) {
+  if (s == null || !isFinite(s)) return "";
+  s = Math.max(0, Math.floor(s));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+// Time since `since` (epoch seconds), or from `since` to `until`; a running one ticks
+// (the shell updates every [data-since] twice a second).
+export function elapsed(since, until) {
+  if (!since) return "";
+  if (until) return `<span class="elapsed" data-k-elapsed="${until - since}">${fmtDur(until - since)}</span>`;
+  return `<span class="elapsed" data-since="${since}">${fmtDur(Date.now() / 1000 - since)}</span>`;
+}
+
+// Host states, each with its own colour (console.css: .st-NAME) and what it means.
+export const HOST_STATES = {
+  ok: "takes work",
+  closed: "keeps its work, takes nothing new",
+  unreachable: "missed heartbeats: nothing new placed, its work held",
+  down: "declared lost: its work lost, its slots fenced",
+  lost: "declared lost: its work lost, its slots fenced",
+};
+export function stateChip(state) {
+  return `<span class="chip st-${esc(state)}" title="${esc(HOST_STATES[state] || "")}">${esc(state)}</span>`;
+}
+export function stateLegend() {
+  return `<div class="legend states">host states (a tile's lower edge and outline): ${Object.entries(HOST_STATES).map(([k, v]) =>
+    `<span data-legend-state="${k}" title="${esc(v)}"><i class="st-${k}"></i>${k}</span>`).join("")}</div>`;
+}

@@ -1,7 +1,7 @@
 // The pages of a master serving an EGO plan, and those of both kinds (activities, events,
 // plan, audit). Each page: {title, kinds (what changes make it fetch again), render(route)
 // giving its HTML from /v1, after(el, route) wiring its controls}.
-import { api, confirmAction, countdown, esc, fmtTime, hooks, listeners, session, Refused } from "/ui/core.js";
+import { HOST_STATES, api, confirmAction, countdown, elapsed, esc, fmtDur, fmtTime, hooks, listeners, session, stateChip, stateLegend, Refused } from "/ui/core.js";
 import { colorOf, lineChart, shareBar } from "/ui/svg.js";
 
 const num = (k, v) => `<span data-k="${k}">${esc(v ?? 0)}</span>`;
@@ -50,22 +50,27 @@ const overview = {
     const span = route.params.get("span") === "day" ? "day" : "hour";
     const [s, h] = await Promise.all([api("/v1/summary"), api(`/v1/history?span=${span}`)]);
     const pts = (k) => h.samples.filter((x) => k in x).map((x) => [x.at, x[k]]);
-    const series = [{ name: "slots up", color: "#7f8c8d", points: pts("slots") },
-      { name: "used", color: "#2f5fd0", points: pts("used") }];
-    if (session.admin) series.push({ name: "asked", color: "#c77700", points: pts("demand") });
+    const series = [{ name: "slots up", color: "#7f8c8d", points: pts("slots") }];
+    // the stored samples count slots held by allocations: a DUCC master's shares are not among them
+    if (s.kind !== "ducc") series.push({ name: "used", color: "#2f5fd0", points: pts("used") });
+    if (session.admin && s.kind !== "ducc") series.push({ name: "asked", color: "#c77700", points: pts("demand") });
     const ducc = s.kind === "ducc";
     const jobs = s.jobs || {};
+    const unit = s.unit || "slots";
     return `<h1>Overview <span class="muted">(plan version ${esc(s.plan_version)}, ${esc(s.kind.toUpperCase())})</span></h1>
       <div class="cards">
-        ${card("up", "hosts up", s.up)}${card("unreachable", "hosts unreachable", s.unreachable)}${card("down", "hosts down", s.down)}${card("closed", "hosts closed", s.closed)}
-        ${card("used", "slots used", s.used)}${card("free", "slots free", s.free)}${card("slots", "slots on hosts up", s.slots)}
-        ${card("allocations", ducc ? "allocations (DUCC work)" : "allocations", s.allocations)}${card("held", "slots held", s.held)}
+        ${card("up", "hosts up", s.up)}${card("down", "hosts down or lost", s.down)}${card("closed", "hosts closed", s.closed)}${card("unreachable", "hosts unreachable", s.unreachable ?? 0)}
+        ${card("used", `${unit} used`, s.used)}${card("free", `${unit} free`, s.free)}${card("slots", `${unit} on hosts not lost`, s.slots)}
+        ${ducc ? card("processes", "processes (shares)", s.processes) + card("held", "quanta held", s.held)
+               : card("allocations", "allocations", s.allocations) + card("held", "slots held", s.held)}
         ${ducc ? card("jobs_running", "jobs running", jobs.jobs_running || 0) + card("jobs_waiting", "jobs waiting", jobs.jobs_waiting || 0)
                : card("demand", "demand", s.demand) + card("shortfall", "shortfall", s.shortfall)}
-        ${card("reclaims", "reclaims in flight", s.reclaims, s.reclaims ? ` <small>(${esc(s.reclaiming)} slots)</small>` : "")}
+        ${ducc ? "" : card("reclaims", "reclaims in flight", s.reclaims, s.reclaims ? ` <small>(${esc(s.reclaiming)} slots)</small>` : "")}
         ${s.next_deadline ? `<div class="card"><div class="v">${countdown(s.next_deadline)}</div><div class="k">next reclaim deadline</div></div>` : ""}
       </div>
+      <p><a href="#/queue">the queue: what waits, and why</a></p>
       <h2>Utilisation and demand over the last ${span} <small>${span === "hour" ? '<a href="#/overview?span=day">day</a>' : '<a href="#/overview?span=hour">hour</a>'}</small></h2>
+      ${ducc ? '<p class="muted">The stored history counts the hosts\' slots and the slots of allocations, not DUCC\'s shares: what the shares use now is above and on <a href="#/machines">Machines</a>.</p>' : ""}
       ${lineChart(series, { width: 900, height: 200, title: "slots over time" })}`;
   },
 };
@@ -107,36 +112,138 @@ const consumers = {
 };
 
 // --- Hosts ------------------------------------------------------------------------------
+const hostLink = (name) => `<a href="#/host/${encodeURIComponent(name)}" data-host-link="${esc(name)}">${esc(name)}</a>`;
+
 const hosts = {
-  title: "Hosts", kinds: ["hosts", "allocations", "activities"],
+  title: "Hosts", kinds: ["hosts", "allocations", "activities", "jobs"],
   async render(route) {
     const by = route.params.get("by") === "memory" ? "memory" : "slots";
+    const view = route.params.get("view") === "table" ? "table" : "tiles";
     const size = 1000;
     const page = Number(route.params.get("page") || 0);
     const q = new URLSearchParams({ offset: page * size, limit: size });
     for (const k of ["state", "name"]) if (route.params.get(k)) q.set(k, route.params.get(k));
     const m = await api(`/v1/hostmap?${q}`);
+    const unit = m.unit || "slots";
     const big = Math.max(1, ...m.tiles.map((t) => (by === "slots" ? t[1] : t[2])));
-    const tiles = m.tiles.map(([name, slots, memory, state, closed, used, owner, acts]) => {
+    // few hosts: big tiles, each labelled with its name; many: small ones (the name on hover and in the table)
+    const [lo, span] = m.tiles.length <= 200 ? [56, 60] : [12, 40];
+    const tiles = view !== "tiles" ? "" : m.tiles.map(([name, slots, memory, state, closed, used, owner, acts]) => {
       const v = by === "slots" ? slots : memory;
-      const side = Math.round(12 + 40 * Math.sqrt(v / big));
+      const side = Math.round(lo + span * Math.sqrt(v / big));
       const who = owner >= 0 ? m.owners[owner] : "";
-      const cls = ["tile", state === "down" || state === "unreachable" ? state : "", closed || state === "closed" ? "closed" : "", owner < 0 ? "free" : ""].join(" ");
-      return `<a class="${cls}" data-host="${esc(name)}" data-state="${esc(state)}" data-used="${used}" href="#/activities?host=${encodeURIComponent(name)}"
-        style="width:${side}px;height:${side}px;background:${owner >= 0 ? colorOf(who) : ""}"
-        title="${esc(name)} · ${esc(state)}${closed ? " (closed)" : ""} · ${used}/${slots} slots · ${esc(memory)} GB${who ? " · " + esc(who) : ""} · ${acts} activities">${side >= 34 ? `${used}/${slots}` : ""}</a>`;
+      const cls = ["tile", `st-${state}`, closed || state === "closed" ? "closed" : "", owner < 0 ? "free" : ""].join(" ");
+      const label = side >= 44 ? `<span class="name">${esc(name)}</span><span class="use">${used}/${slots}</span>` : "";
+      return `<a class="${cls}" data-host="${esc(name)}" data-state="${esc(state)}" data-used="${used}" href="#/host/${encodeURIComponent(name)}"
+        style="width:${side}px;height:${side}px;${owner >= 0 && !["down", "lost"].includes(state) ? `background:${colorOf(who)}` : ""}"
+        title="${esc(name)} · ${esc(state)}${closed ? " (closed)" : ""} · ${used}/${slots} ${unit} · ${esc(memory)} GB${who ? " · " + esc(who) : ""} · ${acts} activities">${label}</a>`;
     }).join("");
+    const rows = view !== "table" ? [] : m.tiles.map(([name, slots, memory, state, closed, used, owner, acts]) => `<tr data-host-row="${esc(name)}">
+      <td>${hostLink(name)}</td><td data-k-state="${esc(state)}">${stateChip(state)}${closed && state !== "closed" ? " (closed)" : ""}</td>
+      <td class="n">${used}</td><td class="n">${slots}</td><td class="n">${esc(memory)}</td>
+      <td>${owner >= 0 ? `<i class="sw" style="background:${colorOf(m.owners[owner])}"></i>${esc(m.owners[owner])}` : ""}</td>
+      <td class="n">${acts}</td></tr>`);
     const legend = m.owners.map((o) => `<span><i style="background:${colorOf(o)}"></i>${esc(o)}</span>`).join("");
     const pages = Math.max(1, Math.ceil(m.total / size));
-    const link = (p, l) => { const x = new URLSearchParams(route.params); x.set("page", p); return `<a href="#/hosts?${x}">${l}</a>`; };
-    const by2 = new URLSearchParams(route.params); by2.set("by", by === "slots" ? "memory" : "slots");
+    const with_ = (k, v) => { const x = new URLSearchParams(route.params); if (v == null) x.delete(k); else x.set(k, v); if (k !== "page") x.delete("page"); return `#/hosts?${x}`; };
+    const link = (p, l) => `<a href="${with_("page", p)}">${l}</a>`;
+    const st = route.params.get("state") || "";
     return `<h1>Hosts</h1>
-      <div class="cards">${card("hosts", "hosts", m.hosts)}${card("up", "up", m.up)}${card("closed", "closed", m.closed)}${card("unreachable", "unreachable", m.unreachable)}${card("down", "down", m.down)}${card("used", "slots used", m.used)}${card("free", "slots free", m.free)}</div>
-      <div class="toolbar">tiles sized by <b>${by}</b> <a href="#/hosts?${by2}">size by ${by === "slots" ? "memory" : "slots"}</a>
-        · <a href="#/hosts?state=closed">closed</a> · <a href="#/hosts?state=unreachable">unreachable</a> · <a href="#/hosts?state=down">down</a> · <a href="#/hosts">all</a>
-        · ${m.total} hosts, page ${page + 1} of ${pages} ${page > 0 ? link(page - 1, "‹") : ""} ${page + 1 < pages ? link(page + 1, "›") : ""}</div>
-      <div class="legend">${legend}<span><i style="background:#e6e9ef"></i>free</span><span><i class="unreachable"></i>unreachable (keeps its work)</span><span><i style="background:#888"></i>down</span><span><i style="outline:2px solid #c77700"></i>closed</span></div>
-      <div class="tiles" id="tiles">${tiles}</div>`;
+      <div class="cards">${card("hosts", "hosts", m.hosts)}${card("up", "up", m.up)}${card("closed", "closed", m.closed)}${card("unreachable", "unreachable", m.unreachable ?? 0)}${card("down", "down or lost", m.down)}${card("used", `${unit} used`, m.used)}${card("free", `${unit} free`, m.free)}</div>
+      <form class="toolbar" id="hostsearch">
+        <input name="name" type="search" placeholder="search host names" value="${esc(route.params.get("name") || "")}" aria-label="search host names">
+        <select name="state" aria-label="host state"><option value="">any state</option>${Object.keys(HOST_STATES).map((k) => `<option ${k === st ? "selected" : ""}>${k}</option>`).join("")}</select>
+        <button>Search</button>
+        · view: ${view === "tiles" ? "<b>tiles</b>" : `<a href="${with_("view", null)}">tiles</a>`} ${view === "table" ? "<b>table</b>" : `<a href="${with_("view", "table")}" id="table-view">table</a>`}
+        ${view === "tiles" ? `· sized by <b>${by === "slots" ? unit : "memory"}</b> <a href="${with_("by", by === "slots" ? "memory" : "slots")}">size by ${by === "slots" ? "memory" : unit}</a>` : ""}
+        · <span data-k="total">${m.total}</span> hosts, page ${page + 1} of ${pages} ${page > 0 ? link(page - 1, "‹") : ""} ${page + 1 < pages ? link(page + 1, "›") : ""}</form>
+      ${stateLegend()}
+      ${view === "table" ? table([{ h: "host" }, { h: "state" }, { h: `${unit} used`, n: 1 }, { h: unit, n: 1 }, { h: "memory GB", n: 1 },
+        { h: "held most by" }, { h: "activities", n: 1 }], rows, 'id="hosttable"')
+        : `<div class="legend">held most by: ${legend}<span><i style="background:#e6e9ef"></i>nobody</span></div><div class="tiles" id="tiles">${tiles}</div>`}`;
+  },
+  after(el) {
+    const f = el.querySelector("#hostsearch");
+    f.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const q = new URLSearchParams(parseParams());
+      for (const k of ["name", "state", "page"]) q.delete(k);
+      for (const [k, v] of new FormData(f)) if (v) q.set(k, v);
+      location.hash = `#/hosts?${q}`;
+    });
+  },
+};
+
+function parseParams() { return new URLSearchParams(location.hash.split("?")[1] || ""); }
+
+// --- One host ---------------------------------------------------------------------------
+const host = {
+  title: "Host", nav: false, kinds: ["hosts", "allocations", "activities", "jobs"],
+  async render(route) {
+    const name = decodeURIComponent(route.id || "");
+    const [h, got] = await Promise.all([api(`/v1/hostmap/${encodeURIComponent(name)}`),
+      api(`/v1/activities?host=${encodeURIComponent(name)}`)]);
+    const ducc = session.kind === "ducc";
+    const reported = (k, fmt = (v) => esc(v)) => (h[k] == null ? '<span class="muted">not reported</span>' : fmt(h[k]));
+    const facts = {
+      state: `<span data-k="host-state" data-state="${esc(h.state)}">${stateChip(h.state)}</span>${h.closed && h.state !== "closed" ? " (closed by an administrator)" : ""}`,
+      "last heartbeat": h.last_seen ? `<span data-since="${h.last_seen}">${fmtDur(Date.now() / 1000 - h.last_seen)}</span> ago <span class="muted">(${esc(fmtTime(h.last_seen))})</span>` : '<span class="muted">none since this master started</span>',
+      memory: `${esc(h.memory)} GB`, [h.unit]: `<span data-k="used">${h.used}</span> used of <span data-k="capacity">${h.capacity}</span>, <span data-k="free">${h.free}</span> free${h.fenced ? `, <span data-k="fenced">${h.fenced}</span> fenced` : ""}`,
+      ...(ducc ? { "slots reported": esc(h.slots) } : {}),
+      load: reported("load"), "agent version": reported("agent_version"), os: esc(h.os), containment: reported("containment"),
+      "runs as": h.run_as ? esc(h.run_as.root ? `any user (root; the agent is ${h.run_as.user || "root"})` : `only ${h.run_as.user || "its own user"}`) : '<span class="muted">not reported</span>',
+      ...(h.closed_reason ? { "closed because": esc(h.closed_reason) } : {}),
+      ...(h.unreachable_since ? { "unreachable for": elapsed(h.unreachable_since) } : {}),
+      ...(h.alien ? { "processes outside activities": esc(h.alien) } : {}),
+      "live activities": `<span data-k="activities">${h.activities}</span>`,
+    };
+    const attrs = Object.entries(h.attributes || {});
+    const closed = h.closed || h.state === "closed";
+    const held = ducc
+      ? table([{ h: "job" }, { h: "kind" }, { h: "user" }, { h: "share" }, { h: "quanta", n: 1 }, { h: "process" }],
+        h.held.map((x) => `<tr data-share="${x.share}"><td><a href="#/job/${x.job}">${x.job}</a></td><td>${esc(x.kind)}</td><td>${esc(x.user)}</td>
+          <td>${x.share}${x.evicting ? " (evicting)" : ""}</td><td class="n">${x.order}</td><td>${x.activity ? `<a href="#/activity/${x.activity}">${x.activity}</a>` : ""}</td></tr>`))
+      : table([{ h: "allocation" }, { h: "consumer" }, { h: "slots", n: 1 }, { h: "being reclaimed", n: 1 }],
+        h.held.map((x) => `<tr data-held="${x.allocation}"><td><a href="#/allocation/${x.allocation}">${x.allocation}</a></td><td>${esc(x.consumer)}</td>
+          <td class="n">${x.slots}</td><td class="n">${x.reclaiming || ""}</td></tr>`))
+        + (h.others ? `<p class="muted">${h.others} more slots held by consumers outside this token's scope.</p>` : "");
+    const list = got.activities.sort((a, b) => b.id - a.id);
+    return `<h1>Host ${esc(h.name)} ${stateChip(h.state)}</h1>
+      ${session.admin ? `<div class="toolbar">${closed ? action("Open", "POST", `/v1/hosts/${h.name}/open`, `Open host ${h.name}?`, "")
+        : action("Close", "POST", `/v1/hosts/${h.name}/close`, `Close host ${h.name}? It takes no new work.`)
+          + " " + action("Vary off", "POST", `/v1/hosts/${h.name}/vary-off`, `Vary host ${h.name} off? Fair-share work on it is evicted.`)}
+        ${["unreachable", "down"].includes(h.state) ? " " + action("Confirm dead", "POST", `/v1/hosts/${h.name}/confirm-dead`, `Confirm host ${h.name} dead? What ran there is lost and its fenced slots are given out again.`) : ""}</div>` : ""}
+      <table class="facts"><tbody>${Object.entries(facts).map(([k, v]) => `<tr><th>${esc(k)}</th><td>${v}</td></tr>`).join("")}</tbody></table>
+      <h2>Attributes</h2>${attrs.length ? table([{ h: "attribute" }, { h: "value" }], attrs.map(([k, v]) => `<tr data-attr="${esc(k)}"><td>${esc(k)}</td><td>${esc(typeof v === "object" ? JSON.stringify(v) : v)}</td></tr>`)) : '<p class="muted">none reported</p>'}
+      <h2>${ducc ? "Shares on it" : "Allocations on it"}</h2>${held}
+      <h2>Its activities <small><a href="#/activities?host=${encodeURIComponent(h.name)}">all, with filters</a></small></h2>
+      ${activityTable(list.slice(0, PAGE))}${list.length > PAGE ? `<p class="muted">the newest ${PAGE} of ${list.length}</p>` : ""}`;
+  },
+  after(el) { wireActions(el); },
+};
+
+// --- Queue ------------------------------------------------------------------------------
+const queue = {
+  title: "Queue", kinds: ["allocations", "jobs", "hosts", "plan"],
+  async render() {
+    const q = await api("/v1/queue");
+    const ducc = q.kind === "ducc";
+    const rows = q.waiting.map((w) => `<tr data-waiting="${w.kind}-${w.id}">
+      <td>${w.kind === "allocation" ? `<a href="#/allocation/${w.id}">allocation ${w.id}</a>` : `<a href="#/job/${w.id}">${esc(w.kind)} ${w.id}</a>`}</td>
+      <td>${esc(w.consumer)}</td><td>${esc(ducc ? w.class : w.groups.join(", "))}</td>
+      ${ducc ? `<td class="n" data-k="processes">${w.processes}</td><td class="n">${w.deserved ?? ""}</td>`
+             : `<td class="n" data-k="held">${w.held}</td><td class="n">${w.min}</td><td class="n">${w.max}</td>`}
+      <td>${esc(fmtTime(w.since))}</td><td class="n">${elapsed(w.since)}</td>
+      <td class="n" data-k="position">${w.position == null ? "" : `${w.position} of ${w.queue_length}`}</td>
+      <td data-k="reason" class="reason">${esc(w.pending_reason)}</td>
+      <td>${w.planned_start ? `${esc(fmtTime(w.planned_start))} (in ${fmtDur(w.planned_start - Date.now() / 1000)})` : '<span class="muted">–</span>'}</td></tr>`);
+    return `<h1>Queue <span class="muted">(work that waits, oldest first)</span></h1>
+      <p class="muted">${ducc ? "Jobs, reservations and services waiting for a process, or holding fewer than they deserve now; the reason is the scheduler's own. Position: among the waiting work of its class, by submission."
+        : "Allocations holding less than their max. Position: among its consumer's waiting requests, in the order the engine serves them. The reason is counted from what the master published."}</p>
+      ${table([{ h: "what" }, { h: "consumer" }, { h: ducc ? "class" : "groups" },
+        ...(ducc ? [{ h: "processes", n: 1 }, { h: "deserved", n: 1 }] : [{ h: "held", n: 1 }, { h: "min", n: 1 }, { h: "max", n: 1 }]),
+        { h: "since" }, { h: "waiting for", n: 1 }, { h: "position", n: 1 }, { h: "why it waits" }, { h: "planned start" }], rows, 'id="queue"')}
+      ${q.total > q.waiting.length ? `<p class="muted">the oldest ${q.waiting.length} of <span data-k="queue-total">${q.total}</span></p>` : ""}`;
   },
 };
 
@@ -181,8 +288,12 @@ const allocation = {
   title: "Allocation", nav: false, kinds: ["allocations", "activities"],
   async render(route) {
     const a = await api(`/v1/allocations/${encodeURIComponent(route.id)}`);
+    const w = a.held < a.max ? (await api(`/v1/queue?allocation=${a.id}`)).waiting[0] : null;
     return `<h1>Allocation ${a.id} <span class="muted">${esc(a.consumer)}</span></h1>
       <div class="cards">${card("held", "held", a.held)}${card("min", "min", a.min)}${card("max", "max", a.max)}</div>
+      ${w ? `<p data-waiting="${a.id}">It has waited ${elapsed(w.since)} for ${w.max - w.held} more slot${w.max - w.held === 1 ? "" : "s"}
+        (position ${w.position ?? "?"} of ${w.queue_length} in ${esc(w.consumer)}'s queue): <span data-k="reason" class="reason">${esc(w.pending_reason)}</span>
+        <a href="#/queue">the queue</a></p>` : ""}
       <h2>Hosts</h2>${table([{ h: "host" }, { h: "slots", n: 1 }], Object.entries(a.hosts).map(([h, n]) => `<tr><td>${esc(h)}</td><td class="n">${n}</td></tr>`))}
       <h2>Reclaims</h2>${table([{ h: "host" }, { h: "slots", n: 1 }, { h: "for" }, { h: "deadline" }],
         a.reclaiming.map((r) => `<tr data-reclaim="${esc(r.host)}"><td>${esc(r.host)}</td><td class="n">${r.slots}</td><td>${esc(r.for)}</td><td>${countdown(r.deadline)}</td></tr>`))}
@@ -192,6 +303,22 @@ const allocation = {
 
 // --- Activities -------------------------------------------------------------------------
 const fmtMem = (b) => (b == null ? "" : b >= 1 << 30 ? `${(b / (1 << 30)).toFixed(1)} GiB` : `${(b / (1 << 20)).toFixed(0)} MiB`);
+
+// Activities as a table: started, elapsed (ticking while it runs), usage, exit, a Kill button.
+export function activityTable(list) {
+  const rows = list.map((a) => `<tr data-activity="${a.id}">
+      <td><a href="#/activity/${a.id}">${a.id}</a></td><td>${a.job != null ? `<a href="#/job/${a.job}">job ${a.job}</a>` : `<a href="#/allocation/${a.allocation}">${a.allocation}</a>`}</td>
+      <td><a href="#/host/${encodeURIComponent(a.host)}">${esc(a.host)}</a></td>
+      <td class="state-${esc(a.state)}" data-k="state">${esc(a.state)}${a.stopping ? " (stopping)" : ""}</td><td>${esc(a.user || "")}</td>
+      <td class="n">${a.slots}</td><td>${esc(fmtTime(a.created_at))}</td><td class="n" data-k="elapsed">${elapsed(a.created_at, a.ended_at)}</td>
+      <td class="n">${a.usage ? a.usage.cpu_seconds.toFixed(1) + " s" : ""}</td>
+      <td class="n">${fmtMem(a.usage && a.usage.memory)}</td><td class="n">${fmtMem(a.limits && a.limits.memory)}</td>
+      <td>${a.exit_code ?? ""}${a.signal ? " sig " + a.signal : ""}${a.oom ? " OOM" : ""}</td>
+      <td>${esc((a.argv || []).join(" ").slice(0, 60))}</td>
+      <td>${a.state === "running" || a.state === "starting" ? action("Kill", "POST", `/v1/activities/${a.id}/kill`, `Kill activity ${a.id} on ${a.host}?`) : ""}</td></tr>`);
+  return table([{ h: "id" }, { h: "for" }, { h: "host" }, { h: "state" }, { h: "user" }, { h: "slots", n: 1 }, { h: "started" },
+    { h: "elapsed", n: 1 }, { h: "cpu", n: 1 }, { h: "memory", n: 1 }, { h: "limit", n: 1 }, { h: "exit" }, { h: "command" }, { h: "" }], rows);
+}
 
 const activities = {
   title: "Activities", kinds: ["activities", "hosts"],
@@ -204,21 +331,12 @@ const activities = {
     const [got, hm] = await Promise.all(calls);
     const list = got.activities.sort((a, b) => b.id - a.id);
     const p = pager(route, list.length);
-    const rows = list.slice(p.start, p.start + PAGE).map((a) => `<tr data-activity="${a.id}">
-      <td><a href="#/activity/${a.id}">${a.id}</a></td><td>${a.allocation}</td><td>${esc(a.host)}</td>
-      <td class="state-${esc(a.state)}" data-k="state">${esc(a.state)}${a.stopping ? " (stopping)" : ""}</td><td>${esc(a.user || "")}</td>
-      <td class="n">${a.slots}</td><td class="n">${a.usage ? a.usage.cpu_seconds.toFixed(1) + " s" : ""}</td>
-      <td class="n">${fmtMem(a.usage && a.usage.memory)}</td><td class="n">${fmtMem(a.limits && a.limits.memory)}</td>
-      <td>${a.exit_code ?? ""}${a.signal ? " sig " + a.signal : ""}${a.oom ? " OOM" : ""}</td>
-      <td>${esc((a.argv || []).join(" ").slice(0, 60))}</td>
-      <td>${a.state === "running" || a.state === "starting" ? action("Kill", "POST", `/v1/activities/${a.id}/kill`, `Kill activity ${a.id} on ${a.host}?`) : ""}</td></tr>`);
     let head = "";
     if (host) {
       const t = hm.tiles.find((x) => x[0] === host);
       const closed = t && (t[4] || t[3] === "closed");
-      const silent = t && (t[3] === "unreachable" || t[3] === "down");
-      head = `<div class="toolbar" data-host-state="${t ? esc(t[3]) : "unknown"}">host <b>${esc(host)}</b>: <span data-k="host-state" class="state-${t ? esc(t[3]) : ""}">${t ? esc(t[3]) : "unknown"}</span>
-        ${t ? `· ${t[5]}/${t[1]} slots used · ${esc(t[2])} GB` : ""}
+      head = `<div class="toolbar" data-host-state="${t ? esc(t[3]) : "unknown"}">host <b><a href="#/host/${encodeURIComponent(host)}">${esc(host)}</a></b>: <span data-k="host-state" class="state-${t ? esc(t[3]) : ""}">${t ? esc(t[3]) : "unknown"}</span>
+        ${t ? `· ${t[5]}/${t[1]} ${esc(hm.unit || "slots")} used · ${esc(t[2])} GB` : ""}
         ${session.admin && t ? (closed ? action("Open", "POST", `/v1/hosts/${host}/open`, `Open host ${host}?`, "")
           : action("Close", "POST", `/v1/hosts/${host}/close`, `Close host ${host}? It takes no new work.`)
             + " " + action("Vary off", "POST", `/v1/hosts/${host}/vary-off`, `Vary host ${host} off? Fair-share work on it is evicted.`)) : ""}
@@ -228,8 +346,7 @@ const activities = {
       <form class="toolbar" id="filter">host <input name="host" value="${esc(host || "")}"> allocation <input name="allocation" size="6" value="${esc(route.params.get("allocation") || "")}">
         state <select name="state">${["", "starting", "running", "exited", "killed", "failed", "lost"].map((s) => `<option ${s === (route.params.get("state") || "") ? "selected" : ""}>${s}</option>`).join("")}</select>
         <button>Filter</button></form>
-      ${p.html}${table([{ h: "id" }, { h: "alloc" }, { h: "host" }, { h: "state" }, { h: "user" }, { h: "slots", n: 1 }, { h: "cpu", n: 1 },
-        { h: "memory", n: 1 }, { h: "limit", n: 1 }, { h: "exit" }, { h: "command" }, { h: "" }], rows)}`;
+      ${p.html}${activityTable(list.slice(p.start, p.start + PAGE))}`;
   },
   after(el) { filterForm(el, "activities"); wireActions(el); },
 };
@@ -243,28 +360,69 @@ const activity = {
       ${a.state === "running" || a.state === "starting" ? action("Kill", "POST", `/v1/activities/${a.id}/kill`, `Kill activity ${a.id}?`) : ""}
       ${table([{ h: "field" }, { h: "value" }], Object.entries({ allocation: a.allocation, host: a.host, user: a.user, uid: a.uid, slots: a.slots,
         pid: a.pid, command: (a.argv || []).join(" "), exit: a.exit_code, signal: a.signal, oom: a.oom, "stop reason": a.stop_reason,
-        limits: JSON.stringify(a.limits), usage: JSON.stringify(a.usage), created: fmtTime(a.created_at), ended: fmtTime(a.ended_at) })
+        limits: JSON.stringify(a.limits), usage: JSON.stringify(a.usage), started: fmtTime(a.created_at), ended: fmtTime(a.ended_at) })
         .map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v ?? "")}</td></tr>`))}
+      <p>${a.ended_at ? "ran for" : "running for"} <b data-k="elapsed">${elapsed(a.created_at, a.ended_at)}</b></p>
       <h2>Output (the tail the master keeps)</h2><pre data-k="stdout">${esc(o.stdout.join("\n"))}</pre>
       ${o.stderr.length ? `<h2>Errors</h2><pre>${esc(o.stderr.join("\n"))}</pre>` : ""}`;
   },
   after(el) { wireActions(el); },
 };
 
-// --- Events -----------------------------------------------------------------------------
+// --- Events ---------------------------------------------------------------------------
+const plural = (n, one, many = one + "s") => `${n} ${n === 1 ? one : many}`;
+const aLink = (id) => `<a href="#/allocation/${id}">allocation ${id}</a>`;
+const jLink = (id) => `<a href="#/job/${id}">job ${id}</a>`;
+const hLink = (name) => `<a href="#/host/${encodeURIComponent(name)}">${esc(name)}</a>`;
+const actLink = (id) => `<a href="#/activity/${id}">activity ${id}</a>`;
+
+// An event as a sentence (HTML); what it does not know falls back to its fields.
+export function sentence(e) {
+  const why = e.reason ? ` (${esc(e.reason)})` : "";
+  switch (e.type) {
+    case "granted": return `${aLink(e.allocation)} was granted ${plural(e.slots, "slot")} on ${hLink(e.host)}`;
+    case "reclaim": return `${plural(e.slots, "slot")} of ${aLink(e.allocation)} on ${hLink(e.host)} are being reclaimed for ${esc(e.for)}${e.deadline ? `, by ${esc(new Date(e.deadline * 1000).toLocaleTimeString())}` : ""}${why}`;
+    case "reclaim_cancelled": return `the reclaim of ${plural(e.slots, "slot")} of ${aLink(e.allocation)} on ${hLink(e.host)} was cancelled: it keeps them`;
+    case "removed": return `${plural(e.slots, "slot")} of ${aLink(e.allocation)} on ${hLink(e.host)} were taken back${why}`;
+    case "lost": return `${plural(e.slots, "slot")} of ${aLink(e.allocation)} on ${hLink(e.host)} were lost${why}`;
+    case "activity": {
+      const of = e.job != null ? jLink(e.job) : aLink(e.allocation);
+      const how = { starting: "is starting", running: "is running", exited: `exited with code ${e.exit_code ?? "?"}`,
+        killed: `was killed${e.signal ? ` (signal ${e.signal})` : ""}`, failed: "could not start", lost: "was lost with its host" }[e.state] || esc(e.state);
+      return `${actLink(e.activity)} of ${of} on ${hLink(e.host)} ${how}${e.oom ? " (out of memory)" : ""}${e.stop_reason ? `: ${esc(e.stop_reason)}` : ""}`;
+    }
+    case "placed": return `${jLink(e.job)} got a process on ${hLink(e.host)} (share ${e.share}, ${plural(e.order, "quantum", "quanta")})`;
+    case "evicted": return `the process of ${jLink(e.job)} on ${hLink(e.host)} (share ${e.share}) is evicted${why}`;
+    case "job": return `${jLink(e.job)} is ${esc(e.state)}${e.reason ? `: ${esc(e.reason)}` : ""}`;
+    case "items_failed": return `${jLink(e.job)}: ${plural((e.items || []).length, "item")} failed on ${hLink(e.host)}${e.error ? `: ${esc(String(e.error).split("\n")[0])}` : ""}`;
+    case "restarted": return `the service ${jLink(e.job)} was started again on ${hLink(e.host)} (its process exited${e.exit_code != null ? ` with code ${e.exit_code}` : ""})`;
+    default: return `<b>${esc(e.type)}</b> ${esc(rawFields(e))}`;
+  }
+}
+
+function rawFields(e) {
+  return Object.entries(e).filter(([k]) => !["id", "at", "type"].includes(k)).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+}
+
+let rawEvents = false; // the raw toggle outlives a redraw
 function eventLine(e) {
-  const what = Object.entries(e).filter(([k]) => !["id", "at", "type"].includes(k)).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
-  return `<div data-event="${e.id}">${esc(new Date(e.at * 1000).toLocaleTimeString())} #${e.id} <b>${esc(e.type)}</b> ${esc(what)}</div>`;
+  const body = rawEvents ? `<b>${esc(e.type)}</b> ${esc(rawFields(e))}` : sentence(e);
+  return `<div data-event="${e.id}" data-type="${esc(e.type)}"><span class="muted">${esc(new Date(e.at * 1000).toLocaleTimeString())} #${e.id}</span> ${body}</div>`;
 }
 
 const events = {
   title: "Events", kinds: [],
   async render() {
     return `<h1>Events <span class="muted">(live, newest first, since this page was opened)</span></h1>
+      <div class="toolbar"><label><input type="checkbox" id="raw-events" ${rawEvents ? "checked" : ""}> raw fields</label></div>
       <div class="feed" id="feed">${session.events.slice().reverse().map(eventLine).join("")}</div>`;
   },
   after(el) {
     const feed = el.querySelector("#feed");
+    el.querySelector("#raw-events").addEventListener("change", (ev) => {
+      rawEvents = ev.target.checked;
+      feed.innerHTML = session.events.slice().reverse().map(eventLine).join("");
+    });
     listeners.length = 0;
     listeners.push((type, data) => { if (type === "message" && feed.isConnected) feed.insertAdjacentHTML("afterbegin", eventLine(data)); });
   },
@@ -349,5 +507,5 @@ const audit = {
   },
 };
 
-export const EGO_PAGES = { overview, consumers, hosts, allocations, allocation };
+export const EGO_PAGES = { overview, consumers, hosts, host, queue, allocations, allocation };
 export const COMMON_PAGES = { activities, activity, events, plan, audit };
