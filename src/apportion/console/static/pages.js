@@ -335,6 +335,7 @@ const activities = {
     if (host) {
       const t = hm.tiles.find((x) => x[0] === host);
       const closed = t && (t[4] || t[3] === "closed");
+      const silent = t && (t[3] === "unreachable" || t[3] === "down");
       head = `<div class="toolbar" data-host-state="${t ? esc(t[3]) : "unknown"}">host <b><a href="#/host/${encodeURIComponent(host)}">${esc(host)}</a></b>: <span data-k="host-state" class="state-${t ? esc(t[3]) : ""}">${t ? esc(t[3]) : "unknown"}</span>
         ${t ? `· ${t[5]}/${t[1]} ${esc(hm.unit || "slots")} used · ${esc(t[2])} GB` : ""}
         ${session.admin && t ? (closed ? action("Open", "POST", `/v1/hosts/${host}/open`, `Open host ${host}?`, "")
