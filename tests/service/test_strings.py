@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from sqlalchemy import select
 
+from apportion.agent.protocol import Start
 from apportion.service.master import Master, Op
 from apportion.service.published import ClientPub
 from apportion.service.refusal import ApiError
@@ -144,3 +146,13 @@ def test_a_consumer_token_for_every_tenant_is_refused(tmp_path):
             assert c.post("/v1/tokens", json={"kind": "consumer", "consumer": "/A"}).status_code == 201
     finally:
         m.proc.kill()
+
+
+def test_the_agent_holds_the_rule_for_the_start_commands_it_reads():
+    ok = Start.from_json({"activity": 1, "argv": ["echo", "a\tb\n"], "env": {"K": "v\n"}, "cwd": "/tmp"})
+    assert ok.argv == ["echo", "a\tb\n"] and ok.env == {"K": "v\n"}
+    for bad, field in (({"argv": ["echo", "a\x00"]}, "argv[1]"), ({"env": {"K": "v\x00"}}, "env.K"),
+                       ({"cwd": "/tmp\udc80"}, "cwd"), ({"user": "no\x00body"}, "user"),
+                       ({"limits": {"memory": 1e300}}, "limits.memory")):
+        with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
+            Start.from_json({"activity": 1, "argv": ["true"], **bad})
