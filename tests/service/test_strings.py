@@ -156,3 +156,48 @@ def test_the_agent_holds_the_rule_for_the_start_commands_it_reads():
                        ({"limits": {"memory": 1e300}}, "limits.memory")):
         with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
             Start.from_json({"activity": 1, "argv": ["true"], **bad})
+
+
+def test_a_client_name_tells_no_tenant_of_another_tenants_client(tmp_path, db_url):
+    m = start_master(tmp_path / "m", PLAN, db=db_url)
+    try:
+        with m.http() as c:
+            tok = {p: c.post("/v1/tokens", json={"kind": "consumer", "consumer": p}).json()["token"] for p in ("/A", "/B")}
+        with m.http(tok["/A"]) as a, m.http(tok["/B"]) as b:
+            mine = a.post("/v1/clients", json={"name": "app", "consumer": "/A"})
+            assert mine.status_code == 201
+            # B registering the same name learns nothing: it gets a client of its own
+            theirs = b.post("/v1/clients", json={"name": "app", "consumer": "/B"})
+            assert theirs.status_code == 201, theirs.text
+            assert theirs.json()["id"] != mine.json()["id"] and theirs.json()["consumer"] == "/B"
+            # registering again under the same consumer is the same client
+            assert a.post("/v1/clients", json={"name": "app", "consumer": "/A"}).json()["id"] == mine.json()["id"]
+            assert [x["id"] for x in b.get("/v1/clients").json()["clients"]] == [theirs.json()["id"]]
+        m.restart()
+        with m.http(tok["/B"]) as b:
+            assert b.post("/v1/clients", json={"name": "app", "consumer": "/B"}).json()["id"] == theirs.json()["id"]
+    finally:
+        m.proc.kill()
+
+
+def test_a_store_of_the_version_before_keeps_its_clients_and_takes_a_name_per_consumer(db_url):
+    from alembic import command
+    from sqlalchemy import insert
+
+    from apportion.service.store.db import alembic_config
+
+    engine = make_engine(db_url)
+    cfg = alembic_config(db_url)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0005")
+    with engine.begin() as c:
+        c.execute(insert(ClientRow).values(id=1, name="app", consumer="/A", created_at=0.0))
+    upgrade(engine)
+    with engine.begin() as c:
+        c.execute(insert(ClientRow).values(id=2, name="app", consumer="/B", created_at=0.0))
+    with engine.connect() as c:
+        assert sorted((r.id, r.consumer) for r in c.execute(select(ClientRow))) == [(1, "/A"), (2, "/B")]
+    with pytest.raises(Exception, match="(?i)unique"), engine.begin() as c:  # still one per consumer
+        c.execute(insert(ClientRow).values(id=3, name="app", consumer="/A", created_at=0.0))
+    engine.dispose()

@@ -106,7 +106,8 @@ class Master:
         self.plan_at = snapshot.plan_at
         self.parsed = liveplan.parse(snapshot.plan_text, "<plan in force>", positions=False)
         self.clients: dict[int, ClientPub] = {c.id: c for c in snapshot.clients}
-        self.client_names: dict[str, int] = {c.name: c.id for c in snapshot.clients}
+        # (consumer, name) -> client: a name is per consumer (a tenant learns nothing of another's names)
+        self.client_names: dict[tuple[str, str], int] = {(c.consumer, c.name): c.id for c in snapshot.clients}
         self.hosts: dict[str, HostPub] = {h.name: h for h in snapshot.hosts}
         self.allocations: dict[int, AllocationPub] = {a.id: a for a in snapshot.allocations}
         self.holdings: dict[int, HoldingPub] = {}
@@ -519,20 +520,16 @@ class Master:
     # -- operations (each runs inside the task) --------------------------------------------
     def op_register_client(self, name: str, consumer: str) -> Callable[[Batch, float], ClientPub]:
         def run(batch: Batch, now: float) -> ClientPub:
-            cid = self.client_names.get(name)
-            if cid is not None:
-                c = self.clients[cid]
-                if c.consumer != consumer:
-                    # the other consumer is not named: it may be another tenant's
-                    raise ApiError(409, f"name: client {name!r} is registered under another consumer")
-                return c
+            cid = self.client_names.get((consumer, name))
+            if cid is not None:  # registering again: the same client (the same name elsewhere is another)
+                return self.clients[cid]
             if consumer != "/" and not self.valid_consumer(consumer):
                 raise ApiError(422, f"consumer: {consumer} is not a consumer of the plan in force")
             quotas.check_client(self, consumer)
             c = ClientPub(self._next_client, name, consumer, now)
             self._next_client += 1
             self.clients[c.id] = c
-            self.client_names[name] = c.id
+            self.client_names[(consumer, name)] = c.id
             self.quota.clients.add(consumer)
             batch.clients.append(c)
             return c

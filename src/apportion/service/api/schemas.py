@@ -172,6 +172,8 @@ Argv = Annotated[list[Arg], Field(min_length=1, max_length=1000)]
 Env = dict[EnvKey, Arg]
 Memory = Annotated[float, Field(gt=0, le=MAX_GB, allow_inf_nan=False)]
 ItemId = Annotated[int, Field(ge=0, le=10_000_000)]
+# a DUCC user's events go to the client "user:NAME": it must fit a client's name (200)
+DuccUser = Annotated[str, StringConstraints(min_length=1, max_length=195, pattern=r"^[A-Za-z0-9_.@:+-]+$")]
 
 
 def _finite(items: list[Any]) -> list[Any]:
@@ -190,7 +192,7 @@ def _finite(items: list[Any]) -> list[Any]:
 
 class JobIn(_In):
     class_: Name | None = Field(None, alias="class")
-    user: Name | None = None
+    user: DuccUser | None = None
     memory: Memory
     max_processes: Annotated[int, Field(ge=1, le=100_000)] | None = None
     threads: Annotated[int, Field(ge=1, le=1000)] = 4
@@ -203,13 +205,13 @@ class JobIn(_In):
 
 class ReservationIn(_In):
     class_: Name | None = Field(None, alias="class")
-    user: Name | None = None
+    user: DuccUser | None = None
     memory: Memory
 
 
 class ServiceIn(_In):
     class_: Name | None = Field(None, alias="class")
-    user: Name | None = None
+    user: DuccUser | None = None
     memory: Memory
     argv: Argv
     env: Env = {}
