@@ -189,7 +189,8 @@ def probe(m: Master) -> None:
     commit; PostgreSQL writes them to its WAL)."""
     key = "probe:" + secrets.token_hex(8)
     with m.writer.engine.begin() as c:
-        c.execute(insert(MetaRow).values(key=key, value="x" * PROBE_BYTES))
+        # random: PostgreSQL would compress a repeated character to a few bytes
+        c.execute(insert(MetaRow).values(key=key, value=secrets.token_hex(PROBE_BYTES // 2)))
         c.execute(delete(MetaRow).where(MetaRow.key == key))
 
 
