@@ -43,11 +43,14 @@ def test_nul_and_control_characters_are_a_422_naming_the_field_on_both_stores(tm
     try:
         with m.http() as c:
             wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
+            tenant = c.post("/v1/tokens", json={"kind": "consumer", "consumer": "/A"}).json()["token"]
             client = c.post("/v1/clients", json={"name": "app", "consumer": "/A"}).json()["id"]
             alloc = {"client": client, "consumer": "/A", "max": 1}
-            # the report: an allocation with a NUL inside its requirement
-            assert _loc(c.post("/v1/allocations", json={**alloc, "requirement": "select(slots > 0)\x00"})) \
-                == ["body", "requirement"]
+            # the report: a consumer token's allocation with a NUL inside its requirement
+            with m.http(tenant) as t:
+                for _ in range(3):  # as often as one likes
+                    assert _loc(t.post("/v1/allocations", json={**alloc, "requirement": "select(slots > 0)\x00"})) \
+                        == ["body", "requirement"]
             assert _loc(c.post("/v1/allocations", json={**alloc, "requirement": "select(slots > 0)\x1b[2J"})) \
                 == ["body", "requirement"]
             # an agent's register with a NUL in its OS name, or in an attribute
