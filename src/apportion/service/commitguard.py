@@ -39,7 +39,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import HTTPException
 from sqlalchemy import delete, insert
@@ -48,8 +48,10 @@ from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
 from apportion.service.refusal import ApiError
 from apportion.service.store.models import MetaRow
 
-if TYPE_CHECKING:
-    from apportion.service.master import Master, Op
+# the master (service/master.py) calls in here: it and its operations are named ``Any`` so that
+# this module does not import it back (no two modules import each other)
+Master = Any
+Op = Any
 
 log = logging.getLogger("apportion.master")
 RETRY = 2.0  # seconds between probes while the store refuses writes (the Retry-After of a 503)
