@@ -19,13 +19,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from apportion.service.strings import check_line, check_text
+from apportion.service.strings import LINE, TEXT
 
-Line = AfterValidator(check_line)  # a name or one line of text: no control character at all
-Free = AfterValidator(check_text)  # free text: no NUL, no lone surrogate
+# checked by pydantic's own regex engine, which also refuses a lone surrogate (not UTF-8) for
+# any string it matches: a 422 naming the field either way
+Line = StringConstraints(pattern=LINE)  # a name or one line of text: no control character at all
+Free = StringConstraints(pattern=TEXT)  # free text: no NUL, no lone surrogate
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.@:+-]+$")]
-ConsumerPath = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^/[^\s]*$"), Line]
+# (one pattern per type: a second StringConstraints would replace the first's)
+ConsumerPath = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^/[^\s\x00-\x1f\x7f-\x9f]*$")]
 HostName = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")]
 Count = Annotated[int, Field(ge=0, le=1_000_000)]
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1, strict=True)]  # the stores' INTEGER (PostgreSQL's is 32-bit)
@@ -41,7 +44,7 @@ SlotMemory = Annotated[float, Field(ge=MIN_GB, le=MAX_GB, allow_inf_nan=False, s
 
 Arg = Annotated[str, StringConstraints(max_length=10_000), Free]  # a NUL byte cannot reach exec(): refused at the door
 Cwd = Annotated[str, StringConstraints(min_length=1, max_length=4096), Free]
-EnvKey = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$"), Line]
+EnvKey = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00-\x1f\x7f-\x9f]+$")]
 
 
 class _In(BaseModel):
