@@ -25,6 +25,9 @@ kept), and then:
   heartbeats were refused meanwhile). Nothing acknowledged is lost: an answer is only
   ever given after its commit.
 
+A master whose store holds what it cannot be rebuilt from stops (exit 70): a restart sets the
+rows aside (store/quarantine.py) and serves the rest.
+
 A master started on a store that cannot take a write (a full disk) probes before it says
 ready, and waits the same way. A store that answers no read either (the rebuild fails)
 leaves the master serving nothing but 503 until it can be read again; on PostgreSQL the
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -108,7 +112,13 @@ def _try_rebuild(m: Master, fresh_hosts: bool = False) -> bool:
     try:
         rebuild(m, fresh_hosts)
         return True
-    except Exception as e:  # noqa: BLE001 - the store answers no read either: serve nothing until it does
+    except Exception as e:  # noqa: BLE001 - sorted below
+        if not store_trouble(e):
+            # what the store holds cannot be served as it is: a restart sets the rows it cannot
+            # accept aside (docs/service.md, "Quarantine") and serves the rest
+            log.critical("the master cannot be rebuilt from the store (%s: %s): it stops; a restart "
+                         "quarantines what it cannot accept", e.__class__.__name__, short(e))
+            os._exit(70)
         log.error("the store cannot be read (%s): the master answers 503 until it can", short(e))
         m.stale = True
         return False
