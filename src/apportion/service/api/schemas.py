@@ -4,9 +4,9 @@ Types are strict (no ``true`` or ``"3"`` for a number, no NaN or Infinity).
 One rule for strings (docs/service.md, "HTTP API"): no string the API or the agent protocol
 takes may hold a NUL byte or a lone surrogate (neither can reach exec() or either store:
 PostgreSQL's text refuses NUL, and neither store takes text that is not UTF-8); a string
-that is a name or one line of text (an OS name, a user, a reason, a requirement) also
+that is a name or one line of text (an OS name, a user, a requirement, a consumer path) also
 refuses every other control character. Argument and environment strings, and multi-line
-texts (a work item's error), keep tab, newline and the rest: they mean something there.
+texts (a work item's error, an agent's reason), keep tab, newline and the rest: they mean something there.
 A process's output is not checked: it is kept as JSON, which escapes what it holds.
 
 Numbers are bounded where they meet arithmetic or a column: host memory, per-slot memory,
