@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 Json = dict[str, Any]
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
+_INT64 = 2**63 - 1  # a cgroup's limits are int64: a larger one is not a limit
 # What the agent last sent of an activity's output: the sizes of its stdout and stderr files.
 OutputMark = tuple[int, int]
 
@@ -13,9 +16,18 @@ OutputMark = tuple[int, int]
 def _optional_int(value: Any, name: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name}: a number of at least 0, or null")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= _INT64:
+        raise ValueError(f"{name}: a number from 0 to 2^63-1, or null")
     return int(value)
+
+
+def _text(value: str, name: str) -> str:
+    """The master's rule for strings, held here too: no NUL byte (it cannot reach exec()) and
+    no lone surrogate (not UTF-8). A start that breaks it fails with the field named."""
+    bad = _NOT_TEXT.search(value)
+    if bad is not None:
+        raise ValueError(f"{name}: holds {ascii(bad.group())[1:-1]} at position {bad.start()}: no string may")
+    return value
 
 
 @dataclass(frozen=True)
@@ -64,13 +76,17 @@ class Start:
         if user is not None and not isinstance(user, str):
             raise ValueError("user: a string or null")
         consumer = c.get("consumer")
-        if consumer is not None and (not isinstance(consumer, str) or not consumer.startswith("/")
-                                     or "\x00" in consumer):
+        if consumer is not None and (not isinstance(consumer, str) or not consumer.startswith("/")):
             raise ValueError("consumer: a consumer path (/...) or null")
-        return cls(activity=int(c["activity"]), argv=list(argv),
+        cwd = c.get("cwd") or None
+        if cwd is not None and not isinstance(cwd, str):
+            raise ValueError("cwd: a string or null")
+        return cls(activity=int(c["activity"]), argv=[_text(a, f"argv[{i}]") for i, a in enumerate(argv)],
                    allocation=None if allocation is None else int(allocation),
-                   env={str(k): str(v) for k, v in env.items()}, cwd=c.get("cwd") or None,
-                   slots=int(c.get("slots") or 1), user=user or None, consumer=consumer,
+                   env={_text(str(k), "env"): _text(str(v), f"env.{k}") for k, v in env.items()},
+                   cwd=None if cwd is None else _text(cwd, "cwd"),
+                   slots=int(c.get("slots") or 1), user=None if not user else _text(user, "user"),
+                   consumer=None if consumer is None else _text(consumer, "consumer"),
                    limits=StartLimits.from_json(c.get("limits")))
 
 

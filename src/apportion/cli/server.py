@@ -133,7 +133,7 @@ def server(
         log.warning("listening on %s:%s without TLS", host, port)
     url = _db_url(db)
     engine = make_engine(url)
-    upgrade(engine)
+    _open(engine, url, log)
     # before anything is read: a row no master can accept is set aside (the plan in force with
     # the hosts is checked only if it does not parse: a compile at every start costs restart time)
     for e in quarantine.sweep(engine, plan=False)[0]:
@@ -196,6 +196,32 @@ def server(
                 proxy_headers=False, http=connguard.protocol(limits, app.state.metrics),
                 ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
                 ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None)
+
+
+def _open(engine, url: str, log: logging.Logger) -> None:  # noqa: ANN001 - an SQLAlchemy Engine
+    """The store opened and its schema brought up to date. An SQLite store on a full disk cannot
+    even be opened (its WAL cannot be made): the master waits for space, saying so, and is not
+    ready meanwhile; it does not stop (docs/service.md, "When the store is full or gone")."""
+    import time
+
+    from sqlalchemy.exc import OperationalError
+
+    from apportion.service.store.db import is_sqlite, upgrade
+
+    said = None
+    while True:
+        try:
+            upgrade(engine)
+            return
+        except OperationalError as e:
+            why = str(e.orig if e.orig is not None else e).splitlines()[0][:300]
+            if not is_sqlite(url) or not any(w in why for w in ("disk I/O error", "full", "readonly")):
+                raise
+            if why != said:
+                log.error("the store cannot be opened (%s): waiting for it (a full disk?)", why)
+                said = why
+            engine.dispose()
+            time.sleep(2)
 
 
 @server_app.command("init")

@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 
 from apportion.service.store.db import insert_many, json_text
+from apportion.service.strings import printable
 from apportion.service.store.models import AuditRow
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
@@ -82,8 +83,9 @@ def row(state: dict[str, Any], method: str, path: str, status: int, outcome: str
         token = kind = consumer = None
     else:
         token, kind, consumer = p.token, p.kind, p.consumer
-    return (time.time(), state.get("request_id"), token, kind, consumer, method, path[:400],
-            objects(path, created), status, outcome[:OUTCOME])
+    # what was sent is kept as it can be stored on either store: its NULs and controls escaped
+    return (time.time(), state.get("request_id"), token, kind, consumer, method, printable(path[:400])[:400],
+            objects(printable(path), created), status, printable(outcome[:OUTCOME])[:OUTCOME])
 
 
 def with_created(r: Row, created: Any) -> Row:

@@ -103,6 +103,8 @@ def master_of(request: Request) -> Master:
     m = request.app.state.master
     if m is None or not m.ready:
         raise HTTPException(503, "the master is starting", headers={"Retry-After": "1"})
+    if m.stale:  # a commit failed and the store cannot be read back yet: nothing it shows is sure
+        raise HTTPException(503, f"the store cannot be read ({m.store_down})", headers={"Retry-After": "2"})
     return m
 
 

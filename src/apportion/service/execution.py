@@ -44,6 +44,17 @@ CPU_WEIGHT_PER_SLOT = 100
 REASON_MAX = 1000  # the store's stop_reason and closed_reason columns
 ENDING = ("exited", "killed", "failed")  # what an agent reports of an activity that has ended
 LIMIT_KEYS = ("memory", "cpu_weight", "pids")  # the limits an activity's JSON always names
+MIN_MEMORY = 4 << 20  # bytes: no memory limit below 4 MiB (the API's floor per slot, Docker's is 6 MB)
+MAX_MEMORY = 2**63 - 1  # bytes: what a cgroup's memory.max (an int64) can hold
+
+
+def _bytes(gb: float) -> int:
+    """``gb`` GB as bytes of a memory limit, within [MIN_MEMORY, MAX_MEMORY] (a stored host that
+    reported a huge or a tiny figure still gives a limit a cgroup takes, never an overflow)."""
+    b = gb * GB
+    if not b < MAX_MEMORY:  # inf and NaN too
+        return MAX_MEMORY
+    return max(MIN_MEMORY, int(b))
 
 
 def ego_limits(host: HostPub | None, slots: int, memory_per_slot: float | None) -> dict[str, int | None]:
@@ -52,16 +63,16 @@ def ego_limits(host: HostPub | None, slots: int, memory_per_slot: float | None) 
     ``memory_per_slot`` GB per slot when that is less; no swap; CPU weight by slots."""
     memory = None
     if host is not None and host.memory > 0 and host.slots > 0:
-        memory = int(host.memory * GB * slots / host.slots)
-    if memory_per_slot is not None:
-        asked = int(memory_per_slot * GB * slots)
+        memory = _bytes(host.memory * slots / host.slots)
+    if memory_per_slot is not None and memory_per_slot > 0:
+        asked = _bytes(memory_per_slot * slots)
         memory = asked if memory is None else min(memory, asked)
     return {"memory": memory, "swap": 0, "cpu_weight": CPU_WEIGHT_PER_SLOT * slots}
 
 
 def ducc_limits(order: int, quantum: float) -> dict[str, int | None]:
     """A DUCC process's limits: its share, ``order`` quanta of ``quantum`` GB; no swap."""
-    return {"memory": int(order * quantum * GB), "swap": 0, "cpu_weight": CPU_WEIGHT_PER_SLOT * order}
+    return {"memory": _bytes(order * quantum), "swap": 0, "cpu_weight": CPU_WEIGHT_PER_SLOT * order}
 
 
 def ego_start(m: Master, a: ActivityPub) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from apportion.engine.decisions import Decisions, Removal
 from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
-from apportion.service import execution, hoststates, liveplan
+from apportion.service import commitguard, execution, hoststates, liveplan
 from apportion.service import quotas
 from apportion.service.hostfaults import StartFailures
 from apportion.service.refusal import ApiError  # here too: `from apportion.service.master import ApiError`
@@ -94,6 +93,9 @@ class Master:
         self.queue: asyncio.Queue[Op] = asyncio.Queue()
         self._wake = asyncio.Event()
         self.ready = False
+        self.store_down: str | None = None  # why the store takes no writes now (service/commitguard.py)
+        self.store_down_since: float | None = None
+        self.stale = False  # the store could not be read back after a failed commit: nothing is served
         self.cycles = 0
         self.last_cycle_seconds = 0.0
         self.observers: list[Callable[[Decisions, float], None]] = []  # metrics
@@ -105,7 +107,8 @@ class Master:
         self.plan_at = snapshot.plan_at
         self.parsed = liveplan.parse(snapshot.plan_text, "<plan in force>", positions=False)
         self.clients: dict[int, ClientPub] = {c.id: c for c in snapshot.clients}
-        self.client_names: dict[str, int] = {c.name: c.id for c in snapshot.clients}
+        # (consumer, name) -> client: a name is per consumer (a tenant learns nothing of another's names)
+        self.client_names: dict[tuple[str, str], int] = {(c.consumer, c.name): c.id for c in snapshot.clients}
         self.hosts: dict[str, HostPub] = {h.name: h for h in snapshot.hosts}
         self.allocations: dict[int, AllocationPub] = {a.id: a for a in snapshot.allocations}
         self.holdings: dict[int, HoldingPub] = {}
@@ -217,9 +220,14 @@ class Master:
         return await fut
 
     async def run(self) -> None:
+        # a store that cannot take a write (a full disk) is found before the master says ready
+        commitguard.check(self)
         self.ready = True
         tick = self.settings.tick
         while True:
+            if self.store_down is not None:
+                await commitguard.wait(self, self._serve_read)
+                continue
             deadline = self._next_deadline()
             timeout = tick if deadline is None else max(0.0, min(tick, deadline - time.time()))
             if self.queue.empty():
@@ -234,28 +242,48 @@ class Master:
             await self._step(ops)
 
     async def _step(self, ops: list[Op]) -> None:
+        batch, results, decisions, broken = self._attempt(ops)
+        if broken:  # an error of the master's own: the engine may be half-changed
+            commitguard.failed(self, ops, None, broken)
+            return
+        try:
+            # on this thread, not a worker's: from the first change of this step to its
+            # publication nothing else runs, so no answer and no agent command can show a
+            # change the store does not hold yet
+            self.writer.commit(batch)
+        except Exception as e:  # noqa: BLE001 - the store refused: the engine is ahead of it
+            commitguard.failed(self, ops, e, {})
+            return
+        self._finish(batch, decisions, results)
+
+    def _attempt(self, ops: list[Op]) -> tuple[Batch, list[tuple[Op, Any, BaseException | None]], Any,
+                                                dict[int, BaseException]]:
+        """``ops`` applied and a cycle run, into a new batch (not committed): the batch, each
+        operation's result or refusal, the decisions, and the operations that failed with an
+        error of the master's own (by index; then no cycle is run)."""
         now = self._now = time.time()
         batch = Batch()
         results: list[tuple[Op, Any, BaseException | None]] = []
-        for op in ops:
+        broken: dict[int, BaseException] = {}
+        for i, op in enumerate(ops):
             try:
                 results.append((op, op.fn(batch, now), None))
             except ApiError as e:
                 results.append((op, None, e))
             except Exception as e:
                 if not getattr(op.fn, "read_only", False):
-                    raise  # the engine may be half-changed: stop, and let a restart rebuild it from the store
+                    log.exception("an operation failed: the master goes back to what the store holds")
+                    broken[i] = e
+                    continue
                 log.exception("a read-only operation failed")
                 results.append((op, None, ApiError(500, f"internal error: {e.__class__.__name__}")))
+        if broken:
+            return batch, results, None, broken
         decisions = self._cycle(batch, now)
-        try:
-            # on this thread, not a worker's: from the first change of this step to its
-            # publication nothing else runs, so no answer and no agent command can show a
-            # change the store does not hold yet
-            self.writer.commit(batch)
-        except Exception:  # noqa: BLE001 - the store refused: the engine is ahead of it
-            log.exception("commit failed: the master stops; a restart rebuilds from the store")
-            os._exit(70)
+        return batch, results, decisions, broken
+
+    def _finish(self, batch: Batch, decisions: Any, results: list[tuple[Op, Any, BaseException | None]]) -> None:
+        """A committed batch published, its listeners told, its callers answered."""
         self._publish(batch)
         for hook in self.committed:
             hook(batch)
@@ -269,6 +297,16 @@ class Master:
                 op.future.set_exception(error)
             else:
                 op.future.set_result(result)
+
+    def _serve_read(self, op: Op) -> None:
+        """A read-only operation run and answered outside a batch (the store takes no writes)."""
+        try:
+            op.future.set_result(op.fn(Batch(), time.time()))
+        except ApiError as e:
+            op.future.set_exception(e)
+        except Exception as e:  # noqa: BLE001
+            log.exception("a read-only operation failed")
+            op.future.set_exception(ApiError(500, f"internal error: {e.__class__.__name__}"))
 
     def _next_deadline(self) -> float | None:
         return self.engine.next_deadline()
@@ -489,20 +527,16 @@ class Master:
     # -- operations (each runs inside the task) --------------------------------------------
     def op_register_client(self, name: str, consumer: str) -> Callable[[Batch, float], ClientPub]:
         def run(batch: Batch, now: float) -> ClientPub:
-            cid = self.client_names.get(name)
-            if cid is not None:
-                c = self.clients[cid]
-                if c.consumer != consumer:
-                    # the other consumer is not named: it may be another tenant's
-                    raise ApiError(409, f"name: client {name!r} is registered under another consumer")
-                return c
+            cid = self.client_names.get((consumer, name))
+            if cid is not None:  # registering again: the same client (the same name elsewhere is another)
+                return self.clients[cid]
             if consumer != "/" and not self.valid_consumer(consumer):
                 raise ApiError(422, f"consumer: {consumer} is not a consumer of the plan in force")
             quotas.check_client(self, consumer)
             c = ClientPub(self._next_client, name, consumer, now)
             self._next_client += 1
             self.clients[c.id] = c
-            self.client_names[name] = c.id
+            self.client_names[(consumer, name)] = c.id
             self.quota.clients.add(consumer)
             batch.clients.append(c)
             return c

@@ -34,8 +34,8 @@ def op_delete_client(m: Master, cid: int) -> Callable[[Batch, float], ClientPub]
             m.op_delete(aid)(batch, now)
         del m.clients[cid]
         m.quota.clients.add(c.consumer, -1)
-        if m.client_names.get(c.name) == cid:
-            del m.client_names[c.name]
+        if m.client_names.get((c.consumer, c.name)) == cid:
+            del m.client_names[(c.consumer, c.name)]
         batch.clients[:] = [x for x in batch.clients if x.id != cid]  # made in this very batch
         batch.deleted_clients.append(cid)
         return c

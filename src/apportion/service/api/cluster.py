@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response
 
-from apportion.service import audit, hoststates, removals
+from apportion.service import audit, commitguard, hoststates, removals
 from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
@@ -144,13 +144,24 @@ async def create_token(body: TokenIn, c: Caller = Depends(admin)) -> dict[str, A
     if body.kind == "consumer":
         if body.consumer is None:
             raise ApiError(422, "consumer: a consumer token needs the consumer path it is scoped to")
-        if body.consumer != "/" and not m.valid_consumer(body.consumer):
+        if body.consumer == "/":  # every tenant's: that is an admin token's reach, asked for by name
+            raise ApiError(422, "consumer: / is every tenant's subtree: a consumer token is scoped below it "
+                                "(an admin token reaches everything)")
+        if not m.valid_consumer(body.consumer):
             raise ApiError(422, f"consumer: {body.consumer} is not a consumer of the plan in force")
     if body.kind == "agent" and body.host is None:
         raise ApiError(422, "host: an agent token needs the host it reports for")
-    tid, token = await asyncio.to_thread(retry_locked, m.writer.make_token, body.kind, body.consumer if body.kind == "consumer"
-                                         else None, body.host if body.kind == "agent" else None,
-                                         audit.claim(201))
+    if m.store_down is not None:
+        raise commitguard.unavailable(m)
+    try:
+        tid, token = await asyncio.to_thread(retry_locked, m.writer.make_token, body.kind,
+                                             body.consumer if body.kind == "consumer" else None,
+                                             body.host if body.kind == "agent" else None, audit.claim(201))
+    except Exception as e:
+        if commitguard.store_trouble(e):  # the store takes no writes: the token was not made
+            raise HTTPException(503, f"the store takes no writes now ({commitguard.short(e)}): try again later",
+                                headers={"Retry-After": str(int(commitguard.RETRY))}) from None
+        raise
     return {"token": token, "id": tid, "kind": body.kind}
 
 

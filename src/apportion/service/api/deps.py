@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import Request, Response
 
-from apportion.service import audit
+from apportion.service import audit, commitguard
 from apportion.service.auth import check_query, master_of as master
 from apportion.service.master import Master
 
@@ -16,7 +16,11 @@ __all__ = ["answer", "known_query", "master", "run"]
 
 async def run(m: Master, op) -> object:  # noqa: ANN001 - an op_* closure
     """Send an operation to the master's task; a refusal (ApiError) becomes the HTTP error.
-    The call is audited in the batch of its change (audit.py)."""
+    The call is audited in the batch of its change (audit.py). While the store takes no
+    writes, a write is answered 503 with Retry-After here, and a read still goes through
+    (service/commitguard.py)."""
+    if m.store_down is not None and not getattr(op, "read_only", False):
+        raise commitguard.unavailable(m)
     return await m.submit(audit.wrap(op))
 
 

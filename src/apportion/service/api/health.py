@@ -6,9 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from apportion.service import commitguard
 from apportion.service.api.deps import master, run
 from apportion.service.auth import Caller, admin
 
@@ -23,10 +24,16 @@ async def healthz(request: Request) -> dict[str, Any]:
     return {"status": "ok", "role": role.name, "leader": role.leader_url}
 
 
-@router.get("/readyz")
-async def readyz(request: Request) -> dict[str, Any]:
-    """Ready: the store is read, the engine rebuilt, and the master's task runs. Rows the
-    master set aside at start (it serves the rest) are counted and the latest named."""
+@router.get("/readyz", responses={503: {"description": "not ready: starting, or the store takes no writes"}})
+async def readyz(request: Request) -> Any:
+    """Ready: the store is read, the engine rebuilt, the master's task runs, and the store
+    takes writes. Rows the master set aside at start (it serves the rest) are counted and
+    the latest named. While the store takes no writes (a full disk): 503, saying why and since when."""
+    m = request.app.state.master
+    if m is not None and m.ready and m.store_down is not None:
+        return JSONResponse({"status": "not ready", "reason": f"the store takes no writes: {m.store_down}",
+                             "since": m.store_down_since, "plan_version": m.plan_version},
+                            status_code=503, headers={"Retry-After": str(int(commitguard.RETRY))})
     m = master(request)
     n, latest = request.app.state.quarantine
     return {"status": "ready", "plan_version": m.plan_version, "cycles": m.cycles, "quarantined": n,

@@ -1,6 +1,16 @@
 """Request bodies. Unknown fields are refused, so a misspelt field is an error, not ignored.
-Types are strict (no ``true`` or ``"3"`` for a number, no NaN or Infinity), and no text that
-reaches a process (argv, env, cwd) may hold a NUL byte."""
+Types are strict (no ``true`` or ``"3"`` for a number, no NaN or Infinity).
+
+One rule for strings (docs/service.md, "HTTP API"): no string the API or the agent protocol
+takes may hold a NUL byte or a lone surrogate (neither can reach exec() or either store:
+PostgreSQL's text refuses NUL, and neither store takes text that is not UTF-8); a string
+that is a name or one line of text (an OS name, a user, a requirement, a consumer path) also
+refuses every other control character. Argument and environment strings, and multi-line
+texts (a work item's error, an agent's reason), keep tab, newline and the rest: they mean something there.
+A process's output is not checked: it is kept as JSON, which escapes what it holds.
+
+Numbers are bounded where they meet arithmetic or a column: host memory, per-slot memory,
+slots; process ids, exit codes, signals and uids fit the stores' 32-bit integers."""
 
 from __future__ import annotations
 
@@ -9,16 +19,32 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from apportion.service.strings import LINE, TEXT
+
+# checked by pydantic's own regex engine, which also refuses a lone surrogate (not UTF-8) for
+# any string it matches: a 422 naming the field either way
+Line = StringConstraints(pattern=LINE)  # a name or one line of text: no control character at all
+Free = StringConstraints(pattern=TEXT)  # free text: no NUL, no lone surrogate
+
 Name = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.@:+-]+$")]
-ConsumerPath = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^/[^\s]*$")]
+# (one pattern per type: a second StringConstraints would replace the first's)
+ConsumerPath = Annotated[str, StringConstraints(min_length=1, max_length=400, pattern=r"^/[^\s\x00-\x1f\x7f-\x9f]*$")]
 HostName = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")]
 Count = Annotated[int, Field(ge=0, le=1_000_000)]
-AttrValue = str | int | float | bool
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1, strict=True)]  # the stores' INTEGER (PostgreSQL's is 32-bit)
+Pid = Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)]
+AttrValue = (Annotated[str, StringConstraints(max_length=1000), Line] | Annotated[int, Field(ge=-(2**53), le=2**53)]
+             | float | bool)
+# GB: a host's memory, 0 when not known; per slot, at least 4 MiB (Docker's floor for a
+# memory limit is 6 MB: a limit of a few bytes kills the process at once)
+MIN_GB = 4 / 1024
+MAX_GB = 1_000_000.0  # a petabyte: more than any one host has
+HostMemory = Annotated[float, Field(ge=0, le=MAX_GB, allow_inf_nan=False)]
+SlotMemory = Annotated[float, Field(ge=MIN_GB, le=MAX_GB, allow_inf_nan=False, strict=True)]
 
-
-NoNul = StringConstraints(pattern=r"^[^\x00]*$")  # a NUL byte cannot reach exec(): refused at the door
-Arg = Annotated[str, StringConstraints(max_length=10_000), NoNul]
-Cwd = Annotated[str, StringConstraints(min_length=1, max_length=4096), NoNul]
+Arg = Annotated[str, StringConstraints(max_length=10_000), Free]  # a NUL byte cannot reach exec(): refused at the door
+Cwd = Annotated[str, StringConstraints(min_length=1, max_length=4096), Free]
+EnvKey = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00-\x1f\x7f-\x9f]+$")]
 
 
 class _In(BaseModel):
@@ -38,9 +64,9 @@ class AllocationIn(_In):
     max: Count
     slots_per_instance: Annotated[int, Field(ge=1, le=10_000)] = 1
     exclusive: bool = False
-    requirement: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    requirement: Annotated[str, StringConstraints(max_length=2000), Line] | None = None
     # GB per slot its activities may use, when less than their part of the host's memory
-    memory: Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False, strict=True)] | None = None
+    memory: SlotMemory | None = None
 
 
 class AllocationChange(_In):
@@ -58,7 +84,7 @@ class ReleaseIn(_In):
 class ActivityIn(_In):
     host: HostName
     argv: Annotated[list[Arg], Field(min_length=1, max_length=1000)]
-    env: dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")], Arg] = {}
+    env: dict[EnvKey, Arg] = {}
     cwd: Cwd | None = None
     slots: Annotated[int, Field(ge=1, le=10_000)] = 1
 
@@ -75,7 +101,8 @@ class TokenIn(_In):
 
 ActivityState = Literal["starting", "running", "exited", "killed", "failed", "lost"]  # published.py's, all of them
 Bytes = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]  # cgroup v1 "unlimited" is near 2**63
-Reason = Annotated[str, StringConstraints(max_length=1000)]
+Reason = Annotated[str, StringConstraints(max_length=1000), Free]  # an agent's words: may span lines
+User = Annotated[str, StringConstraints(min_length=1, max_length=200), Line]
 
 
 class AgentLimits(_In):
@@ -96,7 +123,7 @@ class AgentUsage(_In):
 
 class AgentRunAs(_In):
     root: Annotated[bool, Field(strict=True)]
-    user: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    user: User
 
 
 class AgentHost(_In):
@@ -104,26 +131,26 @@ class AgentHost(_In):
 
 
 class AgentActivity(_In):
-    id: Annotated[int, Field(ge=1)]
-    pid: int | None = None
+    id: Annotated[int, Field(ge=1, le=2**63 - 1)]
+    pid: Pid | None = None
     state: Literal["running", "exited", "killed", "failed"] = "running"
     reason: Reason | None = None  # failed: the user, the host and the rule; an OOM kill: limit and peak
-    user: Annotated[str, StringConstraints(min_length=1, max_length=200)] | None = None
-    uid: Annotated[int, Field(ge=0, le=2**32 - 1, strict=True)] | None = None
+    user: User | None = None
+    uid: Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)] | None = None  # the store's INTEGER
     limits: AgentLimits | None = None
     usage: AgentUsage | None = None
     oom: Annotated[bool, Field(strict=True)] = False
     unkillable: Annotated[bool, Field(strict=True)] = False
-    exit_code: int | None = None
-    signal: int | None = None
+    exit_code: Int32 | None = None
+    signal: Annotated[int, Field(ge=0, le=1024, strict=True)] | None = None
     stdout: list[str] | None = None
     stderr: list[str] | None = None
 
 
 class AgentRegister(_In):
     slots: Count
-    memory: Annotated[float, Field(ge=0)] = 0.0
-    os: Annotated[str, StringConstraints(max_length=100)] = ""
+    memory: HostMemory = 0.0
+    os: Annotated[str, StringConstraints(max_length=100), Line] = ""
     attributes: dict[Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")],
                      AttrValue] = {}
     activities: list[AgentActivity] = []
@@ -145,9 +172,11 @@ def groups_of(group: Any) -> list[str]:
 
 # --- DUCC ------------------------------------------------------------------------------------
 Argv = Annotated[list[Arg], Field(min_length=1, max_length=1000)]
-Env = dict[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^=\x00]+$")], Arg]
-Memory = Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]
+Env = dict[EnvKey, Arg]
+Memory = Annotated[float, Field(gt=0, le=MAX_GB, allow_inf_nan=False)]
 ItemId = Annotated[int, Field(ge=0, le=10_000_000)]
+# a DUCC user's events go to the client "user:NAME": it must fit a client's name (200)
+DuccUser = Annotated[str, StringConstraints(min_length=1, max_length=195, pattern=r"^[A-Za-z0-9_.@:+-]+$")]
 
 
 def _finite(items: list[Any]) -> list[Any]:
@@ -166,7 +195,7 @@ def _finite(items: list[Any]) -> list[Any]:
 
 class JobIn(_In):
     class_: Name | None = Field(None, alias="class")
-    user: Name | None = None
+    user: DuccUser | None = None
     memory: Memory
     max_processes: Annotated[int, Field(ge=1, le=100_000)] | None = None
     threads: Annotated[int, Field(ge=1, le=1000)] = 4
@@ -179,13 +208,13 @@ class JobIn(_In):
 
 class ReservationIn(_In):
     class_: Name | None = Field(None, alias="class")
-    user: Name | None = None
+    user: DuccUser | None = None
     memory: Memory
 
 
 class ServiceIn(_In):
     class_: Name | None = Field(None, alias="class")
-    user: Name | None = None
+    user: DuccUser | None = None
     memory: Memory
     argv: Argv
     env: Env = {}
@@ -194,7 +223,7 @@ class ServiceIn(_In):
 
 class FailedItem(_In):
     item: ItemId
-    error: Annotated[str, StringConstraints(max_length=100_000)] = ""
+    error: Annotated[str, StringConstraints(max_length=100_000), Free] = ""
 
 
 class WorkIn(_In):

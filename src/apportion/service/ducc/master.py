@@ -404,7 +404,7 @@ class DuccMaster(Master):
             c = ClientPub(self._next_client, f"user:{user}", f"/{user}", now)
             self._next_client += 1
             self.clients[c.id] = c
-            self.client_names[c.name] = c.id
+            self.client_names[(c.consumer, c.name)] = c.id
             self.quota.clients.add(c.consumer)
             self.user_clients[user] = c.id
             batch.clients.append(c)

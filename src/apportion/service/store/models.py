@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -36,8 +36,9 @@ class TokenRow(Base):
 
 class ClientRow(Base):
     __tablename__ = "clients"
+    __table_args__ = (UniqueConstraint("consumer", "name", name="uq_clients_consumer_name"),)  # names are per consumer
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
     consumer: Mapped[str] = mapped_column(String(400))
     created_at: Mapped[float] = mapped_column(Float)
 
