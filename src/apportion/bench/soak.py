@@ -131,6 +131,7 @@ class Soak:
         self.partitions = partitions
         self.host_lost_after = host_lost_after  # passed to the master only where it takes the option
         self.lost_after_used: float | None = None
+        self.stopped_at = float("inf")  # when the run's stop was set
         self.net: Any = None  # bench/netns.Network with partitions
         self.cuts = Counter()
         self.longest_cut = 0.0
@@ -428,7 +429,10 @@ class Soak:
                         self.seen.violation(f"events: client {client} got {i} after {last}")
                     last = max(last, i)
                 seen.extend(got)
-                quiet = quiet + 1 if self.stop.is_set() and not got else 0
+                # after the stop, and after a host cut or killed just before it can have been
+                # declared lost (its activities' `lost` events come then): three empty polls
+                settled = self.stop.is_set() and time.monotonic() > self.stopped_at + (self.lost_after_used or 0) + 2
+                quiet = quiet + 1 if settled and not got else 0
 
     # -- faults and hostile requests --------------------------------------------------------------
     def chaos(self) -> None:
@@ -561,6 +565,7 @@ class Soak:
         for t in threads:
             t.start()
         self.stop.wait(self.minutes * 60)
+        self.stopped_at = time.monotonic()
         self.stop.set()
         for t in threads:
             t.join(timeout=120)
