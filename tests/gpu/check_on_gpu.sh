@@ -9,6 +9,7 @@
 #
 # For a run without a GPU (the script's own test): GPU_CHECK_PYTHON=a python that imports
 # apportion (skips the install), GPU_CHECK_GPUS=0,1 (stated GPUs), GPU_CHECK_DEV_DIR=fake nodes.
+# GPU_CHECK_REQUIREMENTS: another requirements file for the install (a smaller set of wheels).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$ROOT/gpu-check-out}
@@ -30,7 +31,7 @@ if [ -z "$PY" ]; then
   echo "== installing into $WORK/venv from $ROOT/.whl"
   python3 -m venv "$WORK/venv" || { echo "FAIL: python3 -m venv" | tee "$REPORT"; exit 1; }
   PIP=("$WORK/venv/bin/python" -m pip install --no-index --find-links "$ROOT/.whl" --disable-pip-version-check -q)
-  timeout 240 "${PIP[@]}" -r "$ROOT/tests/gpu/requirements.txt" > "$OUT/install.log" 2>&1 &&
+  timeout 240 "${PIP[@]}" -r "${GPU_CHECK_REQUIREMENTS:-$ROOT/tests/gpu/requirements.txt}" > "$OUT/install.log" 2>&1 &&
     timeout 120 "${PIP[@]}" --no-build-isolation --no-deps -e "$ROOT" >> "$OUT/install.log" 2>&1 ||
     { echo "FAIL: install (see install.log)" | tee "$REPORT"; tail -20 "$OUT/install.log"; exit 1; }
   PY=$WORK/venv/bin/python

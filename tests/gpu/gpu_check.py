@@ -92,7 +92,7 @@ def torch_python() -> str:
     """A Python on this machine's PATH that imports torch, or "-"."""
     for name in ("python3", "python"):
         py = shutil.which(name)
-        if py is None or Path(py).resolve() == Path(sys.executable).resolve():
+        if py is None or py == sys.executable:
             continue
         try:
             r = subprocess.run([py, "-c", "import torch"], capture_output=True, timeout=60)
