@@ -32,13 +32,14 @@ consumers:
   - {path: /gpu}
   - {path: /cpu}
 """
-# What an activity runs: argv[1] the device directory, argv[2] a Python with torch (or "-").
+# What an activity runs: argv[1] the device directory, argv[2] a Python with torch (or "-"), argv[3]
+# how long to stay once done (holding its GPU), argv[4] nvidia-smi as the agent's PATH finds it (or "-").
 PROBE = r"""
 import errno, glob, os, shutil, subprocess, sys, time
-dev, torch_py, hold = sys.argv[1], sys.argv[2], float(sys.argv[3])
+dev, torch_py, hold, smi = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 print("CUDA_VISIBLE_DEVICES=" + repr(os.environ.get("CUDA_VISIBLE_DEVICES")))
 print("CUDA_DEVICE_ORDER=" + repr(os.environ.get("CUDA_DEVICE_ORDER")))
-smi = shutil.which("nvidia-smi") or ("/usr/bin/nvidia-smi" if os.path.exists("/usr/bin/nvidia-smi") else None)
+smi = smi if smi != "-" else shutil.which("nvidia-smi")
 if smi is None:
     print("nvidia-smi -L: nvidia-smi not found")
 else:
@@ -172,7 +173,8 @@ def main() -> int:
             wait(lambda: c.get(f"/v1/allocations/{aid}").json()["held"] == 1, 60, f"{name}: its slot granted")
             hold = "20" if res else "0"
             r = c.post(f"/v1/allocations/{aid}/activities",
-                       json={"host": "gpu-host", "argv": [sys.executable, "-c", PROBE, args.dev_dir, torch_py, hold]})
+                       json={"host": "gpu-host", "argv": [sys.executable, "-c", PROBE, args.dev_dir, torch_py, hold,
+                                                          shutil.which("nvidia-smi") or "-"]})
             say(f"{name}: start -> {r.status_code} devices={json.dumps(r.json().get('devices'))}")
             acts[name] = r.json()["id"]
             if res:
