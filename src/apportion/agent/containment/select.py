@@ -102,7 +102,7 @@ def choose(level: str, workdir: Path, cgroups: Cgroups | None = None, cpuset: bo
         try:
             if cg.v2 is None:
                 raise ContainmentUnavailable("cgroup v2: this process is in no v2 cgroup")
-            return CgroupV2(cg.v2, ident)
+            return CgroupV2(cg.v2, ident, cpuset=cpuset)
         except ContainmentUnavailable as e:
             if level != "auto":
                 raise
