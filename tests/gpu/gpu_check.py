@@ -1,10 +1,10 @@
 """The GPU check's driver (check_on_gpu.sh runs it once the project is installed): a master
-(SQLite) and a root agent on this machine, two activities - one that asks for a GPU, one that
-asks for none - and what each saw, written to a report.
+(SQLite) and a root agent (--pin-cores) on this machine, two activities - one that asks for a GPU
+and a core, one that asks for neither - and what each saw, written to a report.
 
 Each activity prints CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, `nvidia-smi -L` (or that there
 is none), whether it may open each GPU device node, and, where a Python with torch is found on
-this machine, how many CUDA devices torch counts. Every wait is bounded; whatever was started is
+this machine, how many CUDA devices torch counts, and the CPUs it may run on. Every wait is bounded; whatever was started is
 stopped at the end, whatever happened.
 """
 
@@ -63,11 +63,23 @@ if torch_py != "-":
         print("torch.cuda.device_count: " + (r.stdout.strip() or r.stderr.strip().splitlines()[-1:][0]))
     except Exception as e:
         print("torch.cuda.device_count: %s" % e)
+for line in open("/proc/self/status"):
+    if line.startswith("Cpus_allowed_list"):
+        print("Cpus_allowed_list=" + line.split()[1])
 print("done", flush=True)
 deadline = time.monotonic() + hold
 while time.monotonic() < deadline:
     time.sleep(0.1)
 """
+
+
+def _cpu_list(text: str) -> list[int]:
+    """`0-2,5` -> [0, 1, 2, 5]."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def free_port() -> int:
@@ -147,7 +159,7 @@ def main() -> int:
                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait(lambda: httpx.get(url + "/readyz", timeout=2).status_code == 200, 60, "the master ready")
         agent_cmd = [*CLI, "agent", "--master", url, "--name", "gpu-host", "--workdir", str(agent_dir),
-                     "--heartbeat", "0.3", "--slots", "4", "--dev-dir", args.dev_dir]
+                     "--heartbeat", "0.3", "--slots", "4", "--dev-dir", args.dev_dir, "--pin-cores"]
         if args.gpus:
             agent_cmd += ["--gpus", args.gpus]
         with open(work / "agent.log", "ab") as log:
@@ -164,7 +176,7 @@ def main() -> int:
         torch_py = torch_python()
         say(f"torch python: {torch_py}")
         acts: dict[str, int] = {}
-        for name, consumer, res in (("with-gpu", "/gpu", {"gpus": 1}), ("without-gpu", "/cpu", None)):
+        for name, consumer, res in (("with-gpu", "/gpu", {"gpus": 1, "cores": 1}), ("without-gpu", "/cpu", None)):
             client = c.post("/v1/clients", json={"name": name, "consumer": consumer}).json()["id"]
             body: dict[str, Any] = {"client": client, "consumer": consumer, "max": 1}
             if res:
@@ -189,6 +201,9 @@ def main() -> int:
                 say(f"{'PASS' if again.status_code == expect else 'FAIL'}: a second GPU start with {n_gpus} GPU(s) "
                     f"-> {again.status_code} {again.json().get('detail', '')} (wanted {expect})")
                 ok &= again.status_code == expect
+                if again.status_code == 201:  # `true`: let it end, so that what it holds is free again
+                    wait(lambda: c.get(f"/v1/activities/{again.json()['id']}").json()["state"]
+                         not in ("starting", "running"), 60, "the second start ended")
         for name, act in acts.items():
             got = wait(lambda: "done" in c.get(f"/v1/activities/{act}/output").json()["stdout"] and
                        c.get(f"/v1/activities/{act}").json(), 180, f"{name}: its output")
@@ -206,6 +221,14 @@ def main() -> int:
             ok &= verdict
             say(f"{'PASS' if verdict else 'FAIL'}: {name} sees CUDA_VISIBLE_DEVICES={seen.get('CUDA_VISIBLE_DEVICES')} "
                 f"(wanted {want}) and CUDA_DEVICE_ORDER={seen.get('CUDA_DEVICE_ORDER')}")
+            cpus = dict(line.split("=", 1) for line in out["stdout"] if line.startswith("Cpus_")).get(
+                "Cpus_allowed_list")
+            pinned = (got["devices"] or {}).get("cpus") or []
+            want_cpus = ",".join(map(str, pinned))
+            pin_ok = cpus is not None and _cpu_list(cpus) == pinned
+            ok &= pin_ok
+            say(f"{'PASS' if pin_ok else 'FAIL'}: {name} runs on CPUs {cpus} (pinned to {want_cpus}, "
+                f"by {got['limits'].get('cpu_pinning') if got['limits'] else None})")
         return 0 if ok else 1
     except Exception as e:  # noqa: BLE001 - the report says what went wrong, and everything is stopped
         say(f"FAIL: {type(e).__name__}: {e}")

@@ -50,7 +50,15 @@ class CgroupV2(Containment):
         self.moved_self = False
         try:
             self.root.mkdir(exist_ok=True)
-            self._enable()
+            try:
+                self._enable()
+            except OSError as e:
+                if "cpuset" not in self.controllers:
+                    raise
+                # pinned cores are then the leader's affinity: not a reason to give up the cgroup
+                log.warning("cgroup v2: cannot enable cpuset (%s): cores are pinned by affinity", e.strerror or e)
+                self.controllers.remove("cpuset")
+                self._enable()
         except OSError as e:
             self.close()
             raise ContainmentUnavailable(f"cgroup v2: cannot set up {self.root}: {e.strerror or e}") from None
