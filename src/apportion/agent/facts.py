@@ -6,6 +6,7 @@ import math
 import platform
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -19,19 +20,25 @@ class HostFacts:
     memory: float
     os: str
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
+    resources: dict[str, Any] | None = None  # the resource vector (resources.py)
 
     def as_json(self) -> dict[str, object]:
-        return {"slots": self.slots, "memory": self.memory, "os": self.os, "attributes": dict(self.attributes)}
+        out: dict[str, object] = {"slots": self.slots, "memory": self.memory, "os": self.os,
+                                  "attributes": dict(self.attributes)}
+        if self.resources is not None:
+            out["resources"] = self.resources
+        return out
 
 
 def gather(slots: int | None = None, memory: float | None = None,
-           attributes: dict[str, AttributeValue] | None = None) -> HostFacts:
+           attributes: dict[str, AttributeValue] | None = None, resources: dict[str, Any] | None = None) -> HostFacts:
     """The host as psutil sees it, with what the operator gave taking precedence."""
     if slots is None:
         slots = psutil.cpu_count(logical=True) or 1
     if memory is None:
         memory = round(psutil.virtual_memory().total / 2**30, 1)
-    return HostFacts(slots=slots, memory=memory, os=platform.system(), attributes=dict(attributes or {}))
+    return HostFacts(slots=slots, memory=memory, os=platform.system(), attributes=dict(attributes or {}),
+                     resources=resources)
 
 
 def parse_value(text: str) -> AttributeValue:

@@ -21,6 +21,8 @@ from apportion.agent.light import LightRunner
 from apportion.agent.link import MasterLink
 from apportion.agent.loop import Agent
 from apportion.agent.protocol import Runner
+from apportion.agent.resources import HostResources
+from apportion.agent.resources import gather as gather_resources
 from apportion.agent.runner import DEFAULT_PIDS_LIMIT, DEFAULT_RETENTION, DEFAULT_UNKILLABLE_TIMEOUT, ProcessRunner
 from apportion.agent.users import UserPolicy
 
@@ -47,6 +49,11 @@ class AgentConfig:
     unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT  # seconds past SIGKILL before "unkillable"
     retention: float = DEFAULT_RETENTION  # seconds an activity's directory stays once the master forgot it
     disk_per_slot: int | None = None  # bytes an activity's directory may take per slot (None: no limit)
+    cores: int | None = None  # cores to report (default: the CPUs it may use)
+    gpus: int | list[int] | None = None  # --gpus: a count or device indices (None: what NVML finds)
+    custom: dict[str, int] = field(default_factory=dict)  # --resource NAME=N
+    pin_cores: bool = False  # each activity gets a cpuset of its cores
+    dev_dir: Path = Path("/dev")  # where the GPUs' device nodes are (nvidia<minor>)
 
     def names(self) -> list[str]:
         return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
@@ -93,6 +100,10 @@ def lock_workdir(workdir: Path) -> IO[str]:
 
 async def serve(config: AgentConfig) -> None:
     """Run the configured agents until cancelled, or until SIGTERM / SIGINT."""
+    resources: HostResources = gather_resources(config.cores, config.memory, config.gpus, config.custom,
+                                                config.pin_cores)
+    if resources.gpus:
+        log.info("GPUs: %s", ", ".join(f"{g.index} {g.model or '?'} {g.pci_bus_id}".strip() for g in resources.gpus))
     with ExitStack() as stack:
         runners: list[Runner] = []
         dynamic: DynamicUsers | None = None  # one set of uids for every agent of this process
@@ -108,13 +119,14 @@ async def serve(config: AgentConfig) -> None:
                                        containment=config.containment, pids_limit=config.pids_limit,
                                        cpu_cap=config.cpu_cap, unkillable_timeout=config.unkillable_timeout,
                                        dynamic=dynamic, retention=config.retention,
-                                       disk_per_slot=config.disk_per_slot)
+                                       disk_per_slot=config.disk_per_slot, resources=resources,
+                                       dev_dir=config.dev_dir)
                 stack.callback(runner.close)  # its cgroup subtree goes if nothing runs in it
                 runners.append(runner)
                 ground.check(workdir / ACTIVITIES, config.policy)  # GroundProblem stops the agent
         if not config.light and not users.is_root():
             log.info("not root: every activity runs as %s (no dynamic users)", users.agent_identity().name)
-        facts = gather(config.slots, config.memory, config.attributes)
+        facts = gather(config.slots, config.memory, config.attributes, resources.as_json())
         async with AsyncExitStack() as clients:
             agents: list[Agent] = []
             for name, runner in zip(config.names(), runners):

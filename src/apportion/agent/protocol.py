@@ -49,9 +49,25 @@ class StartLimits:
                    cpu_weight=_optional_int(raw.get("cpu_weight"), "limits.cpu_weight"))
 
 
+MAX_DEVICE = 1023  # a GPU index or a CPU id
+
+
+def _indices(value: Any, name: str) -> tuple[int, ...] | None:
+    """`gpus` / `cpus`: a list of distinct indices 0..1023, or null (not stated)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_DEVICE + 1 or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i <= MAX_DEVICE for i in value):
+        raise ValueError(f"{name}: a list of indices 0..{MAX_DEVICE}, or null")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{name}: an index named twice")
+    return tuple(value)
+
+
 @dataclass(frozen=True)
 class Start:
-    """`{"op": "start", "activity", "allocation", "argv", "env", "cwd", "slots", "user", "consumer", "limits"}`."""
+    """`{"op": "start", "activity", "allocation", "argv", "env", "cwd", "slots", "user", "consumer", "limits",
+    "gpus", "cpus"}`: `gpus` the GPU indices it may use (none: none), `cpus` the cores it is pinned to."""
 
     activity: int
     argv: list[str]
@@ -62,6 +78,8 @@ class Start:
     user: str | None = None  # the execution user the master resolved; None: the consumer's dynamic uid
     consumer: str | None = None  # the allocation's consumer path (a dynamic uid is per consumer)
     limits: StartLimits = field(default_factory=StartLimits)
+    gpus: tuple[int, ...] = ()
+    cpus: tuple[int, ...] | None = None
 
     @classmethod
     def from_json(cls, c: Json) -> Start:
@@ -87,7 +105,8 @@ class Start:
                    cwd=None if cwd is None else _text(cwd, "cwd"),
                    slots=int(c.get("slots") or 1), user=None if not user else _text(user, "user"),
                    consumer=None if consumer is None else _text(consumer, "consumer"),
-                   limits=StartLimits.from_json(c.get("limits")))
+                   limits=StartLimits.from_json(c.get("limits")), gpus=_indices(c.get("gpus"), "gpus") or (),
+                   cpus=_indices(c.get("cpus"), "cpus") or None)
 
 
 class Runner(Protocol):

@@ -19,6 +19,12 @@ what still runs there, and reports the others as exited with no code.
 An activity's directory goes, with whatever its processes left there, `retention` seconds after
 the master forgot the activity (it holds the output's tail by then). With a disk limit per slot,
 a running activity whose directory grows past it is killed, and says why (disk.py).
+
+GPUs and cores: the start names the GPU indices an activity holds (`gpus`) and, where the agent
+pins cores, its CPUs (`cpus`). It gets CUDA_VISIBLE_DEVICES with exactly its indices (empty:
+none visible) and CUDA_DEVICE_ORDER=PCI_BUS_ID; under cgroup v1 the devices controller denies
+the host's other GPU nodes; its cores are its cpuset (cgroup v1) or, elsewhere, the leader's CPU
+affinity, set as it starts. Its reported limits say which (`devices`, `cpu_pinning`).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from apportion.agent.dynamic import DynamicUsers
 from apportion.agent.environment import clean_env
 from apportion.agent.groups import is_alive, process_create_time
 from apportion.agent.protocol import Json, OutputMark, Start
+from apportion.agent.resources import HostResources, device_nodes, shared_nodes
 from apportion.agent.statefile import Entry
 from apportion.agent.users import UserPolicy
 
@@ -86,11 +93,13 @@ class ProcessRunner:
                  containment: str | Containment = "auto", pids_limit: int | None = DEFAULT_PIDS_LIMIT,
                  cpu_cap: float | None = None, unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT,
                  dynamic: DynamicUsers | None = None, retention: float = DEFAULT_RETENTION,
-                 disk_per_slot: int | None = None, disk_every: float | None = None) -> None:
+                 disk_per_slot: int | None = None, disk_every: float | None = None,
+                 resources: HostResources | None = None, dev_dir: Path = Path("/dev")) -> None:
         """`cpu_cap`: cores per slot an activity may use at most (None: no hard cap, only weights).
         `dynamic`: the consumers' uids (default: kept in `workdir`, from the policy's range, when
         root). `retention`: seconds an activity's directory stays once forgotten. `disk_per_slot`:
-        bytes its directory may take per slot (None: no limit)."""
+        bytes its directory may take per slot (None: no limit). `resources`: the host's GPUs (their
+        nodes in `dev_dir` are the ones the devices cgroup keeps apart) and whether cores are pinned."""
         self.workdir = workdir
         self.masters = list(masters or [])  # told to the processes (APPORTION_MASTER): DUCC's work loop calls it
         self.policy = policy or UserPolicy()
@@ -104,7 +113,11 @@ class ProcessRunner:
         if dynamic is None and self.policy.dynamic is not None and users.is_root():
             dynamic = DynamicUsers(workdir, *self.policy.dynamic)
         self.dynamic = dynamic
-        self.containment = containment if isinstance(containment, Containment) else choose(containment, workdir)
+        self.resources = resources
+        self.dev_dir = dev_dir
+        pin = resources is not None and resources.pin_cores
+        self.containment = containment if isinstance(containment, Containment) else \
+            choose(containment, workdir, cpuset=pin)
         log.info("containment: %s", self.containment.level)
         self._system_uids = system_uids(self.policy.allowed_system_users)
         self._usage_at = -1e9
@@ -186,8 +199,17 @@ class ProcessRunner:
             run_as = replace(run_as, home=str(adir))  # no passwd entry, no home of its own: its directory
         adir.parent.mkdir(mode=0o711, parents=True, exist_ok=True)  # users pass through to their own only
         users.prepare_dir(adir, run_as)
+        gpus = self.resources.gpus if self.resources is not None else ()
+        unknown = sorted(set(cmd.gpus) - {g.index for g in gpus})
+        if unknown and gpus:
+            raise users.Refused(f"GPU {unknown[0]} is not one of this host's ({', '.join(str(g.index) for g in gpus)})")
+        nodes = device_nodes(self.dev_dir, gpus)
+        pinned = cmd.cpus if self.resources is not None and self.resources.pin_cores else None
         limits = Limits(memory=cmd.limits.memory, swap=cmd.limits.swap, cpu_weight=cmd.limits.cpu_weight,
-                        cpu_cap=None if self.cpu_cap is None else self.cpu_cap * cmd.slots, pids=self.pids_limit)
+                        cpu_cap=None if self.cpu_cap is None else self.cpu_cap * cmd.slots, pids=self.pids_limit,
+                        devices_deny=tuple(n for i, n in sorted(nodes.items()) if i not in cmd.gpus),
+                        devices_allow=tuple([nodes[i] for i in cmd.gpus if i in nodes] + shared_nodes(self.dev_dir)),
+                        cpus=pinned)
         disk = None if self.disk_per_slot is None else self.disk_per_slot * max(1, cmd.slots)
         box = self.containment.create(cmd.activity, limits)
         try:
@@ -195,7 +217,8 @@ class ProcessRunner:
                     "APPORTION_HOST": host, "APPORTION_SLOTS": str(cmd.slots), "APPORTION_ACTIVITY": str(cmd.activity)}
             if self.masters:
                 told["APPORTION_MASTER"] = ",".join(self.masters)
-            env = clean_env(cmd.env, told | box.env(), run_as)
+            cuda = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, cmd.gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+            env = clean_env(cmd.env, told | box.env(), run_as, enforced=cuda)
             with users.open_output(adir / "stdout") as out, users.open_output(adir / "stderr") as err:
                 proc = subprocess.Popen(cmd.argv, cwd=cmd.cwd or adir, env=env, stdin=subprocess.DEVNULL,
                                         stdout=out, stderr=err, start_new_session=True,
@@ -205,10 +228,21 @@ class ProcessRunner:
             box.remove()
             raise
         box.started(proc.pid)
+        applied: dict[str, object] = dict(box.applied())
+        isolation = box.isolation()
+        if gpus or cmd.gpus:
+            applied |= {"gpus": list(cmd.gpus), "devices": isolation["devices"]}
+        if pinned:
+            applied |= {"cpus": list(pinned), "cpu_pinning": isolation["cpus"]}
+            if isolation["cpus"] == "affinity":
+                try:  # what it started from here on inherits it
+                    os.sched_setaffinity(proc.pid, pinned)
+                except OSError as e:
+                    log.warning("activity %d: cannot pin it to CPUs %s: %s", cmd.activity, list(pinned), e)
         self.entries[cmd.activity] = Entry(
             allocation=cmd.allocation, pid=proc.pid, create_time=process_create_time(proc.pid) or 0.0,
             state="running", box=f"{self.containment.level}/{box.key}", user=run_as.name, uid=run_as.uid,
-            limits=box.applied(), usage=None, disk=disk)
+            limits=applied, usage=None, disk=disk)
         self.live[cmd.activity] = _Live(proc=proc, box=box)
         self._watch_disk(cmd.activity, disk)
         log.info("activity %d: started pid %d as %s", cmd.activity, proc.pid, run_as.name)

@@ -106,6 +106,17 @@ def agent_command(
     disk_per_slot: float | None = typer.Option(None, "--disk-per-slot", min=0.001, metavar="GB", help="Disk an "
                                                "activity's directory may take, per slot (GB of 2^30 bytes); past "
                                                "it the activity is killed, with the reason (default: no limit)."),
+    cores: int | None = typer.Option(None, "--cores", min=0, max=4096, help="Cores to report in the host's "
+                                     "resources (default: the CPUs this agent may use)."),
+    gpus: str | None = typer.Option(None, "--gpus", metavar="N|I,J,...", help="The host's GPUs: a count or "
+                                    "device indices (default: what NVML finds, with the gpu extra and a driver; "
+                                    "else none). 0: none."),
+    resource: list[str] = typer.Option([], "--resource", metavar="NAME=N", help="A countable custom resource "
+                                       "of the host, reported with its cores, memory and GPUs; repeatable."),
+    pin_cores: bool = typer.Option(False, "--pin-cores", help="Give each activity its own cores: a cpuset "
+                                   "(cgroup v1) or, elsewhere, its CPU affinity; the master names them."),
+    dev_dir: Path = typer.Option(Path("/dev"), "--dev-dir", help="Where the GPUs' device nodes (nvidia0, ...) "
+                                 "are, for the devices cgroup."),
     log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
     """Run an agent: register this host with the master, heartbeat, and start and stop its activities.
@@ -118,10 +129,23 @@ def agent_command(
     from apportion.agent.ground import GroundProblem
     from apportion.agent.launch import AgentConfig, WorkdirBusy, run
 
+    from apportion.agent.resources import parse_custom, parse_gpus, usable_cpus
+
     try:
         attributes = parse_attributes(attribute)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--attribute") from None
+    try:
+        stated_gpus = None if gpus is None else parse_gpus(gpus)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--gpus") from None
+    try:
+        custom = parse_custom(resource)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--resource") from None
+    if pin_cores and cores is not None and cores > len(usable_cpus()):
+        raise typer.BadParameter(f"{cores} cores to pin, and this agent may use {len(usable_cpus())} CPUs",
+                                 param_hint="--cores")
     policy = _policy(default_user, min_uid, banned_users, allowed_system_users, dynamic_users)
     masters = [u.strip() for u in master.split(",") if u.strip()]
     if not masters:
@@ -132,7 +156,8 @@ def agent_command(
                          attributes=attributes, workdir=workdir, heartbeat=heartbeat, light=light, count=count,
                          policy=policy, containment=containment, pids_limit=pids_limit or None,
                          cpu_cap=cpu_cap, unkillable_timeout=unkillable_timeout, retention=activity_retention,
-                         disk_per_slot=None if disk_per_slot is None else int(disk_per_slot * 2**30))
+                         disk_per_slot=None if disk_per_slot is None else int(disk_per_slot * 2**30),
+                         cores=cores, gpus=stated_gpus, custom=custom, pin_cores=pin_cores, dev_dir=dev_dir)
     if containment not in CHOICES:
         raise typer.BadParameter(f"one of {', '.join(CHOICES)}", param_hint="--containment")
     try:

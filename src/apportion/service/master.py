@@ -25,7 +25,7 @@ from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
 from apportion.service import commitguard, execution, hoststates, liveplan
-from apportion.service import quotas
+from apportion.service import devices, quotas
 from apportion.service.hostfaults import StartFailures
 from apportion.service.refusal import ApiError  # here too: `from apportion.service.master import ApiError`
 from apportion.service.published import (
@@ -568,8 +568,8 @@ class Master:
                 raise ApiError(422, f"requirement: {e}") from None
 
     def op_create_allocation(self, client: int, consumer: str, groups: list[str], mn: int, mx: int,
-                             order: int, exclusive: bool, requirement: str | None, memory: float | None = None
-                             ) -> Callable[[Batch, float], AllocationPub]:
+                             order: int, exclusive: bool, requirement: str | None, memory: float | None = None,
+                             resources: dict[str, Any] | None = None) -> Callable[[Batch, float], AllocationPub]:
         def run(batch: Batch, now: float) -> AllocationPub:
             if client not in self.clients:
                 raise ApiError(422, f"client: no client {client}")
@@ -579,7 +579,7 @@ class Master:
             self.check_allocation(consumer, groups, mn, mx, order, requirement)
             quotas.check_allocation(self, consumer, mx)
             a = AllocationPub(self._next_alloc, client, consumer, groups, mn, mx, order, exclusive, requirement,
-                              [], self._seq, now, memory)
+                              [], self._seq, now, memory, resources=resources)
             self.engine.submit(self._request(a))
             self._next_alloc += 1
             self._seq += 1
@@ -670,7 +670,12 @@ class Master:
                 raise ApiError(422, f"slots: {slots} more on {host} would make {used + slots}; "
                                     f"allocation {aid} holds {held} there")
             quotas.check_activity(self, a.consumer)
-            act = ActivityPub(self._next_activity, aid, a.client, host, argv, env, cwd, slots, "starting", now)
+            try:
+                held_devices = devices.assign(self.hosts.get(host), self.live_on.get(host, {}).values(), a, slots)
+            except devices.NotEnough as e:
+                raise ApiError(409, f"host: {e}") from None
+            act = ActivityPub(self._next_activity, aid, a.client, host, argv, env, cwd, slots, "starting", now,
+                              devices=held_devices)
             self._next_activity += 1
             self.activities[act.id] = act
             self.live_on.setdefault(host, {})[act.id] = act
@@ -790,6 +795,8 @@ class Master:
                           ) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
             h, changed = self._reported_host(name, slots, memory, os_name, attributes, batch, now, agent)
+            if agent is not None and "resources" in agent:
+                h.resources = agent["resources"]  # its GPUs and cores, for the device ledger (devices.py)
             if changed:
                 h.state = "closed" if h.closed else "ok"
                 h.unreachable_since = None
@@ -911,8 +918,9 @@ class Master:
                     break  # the rest in the next answer: the agent's heartbeats go on between batches
                 starts += 1
                 env = {**a.env, **self._start_env(a)}
-                out.append({"op": "start", "activity": a.id, "allocation": a.allocation, "argv": a.argv,
-                            "env": env, "cwd": a.cwd, "slots": a.slots, **self._start_extra(a)})
+                start = {"op": "start", "activity": a.id, "allocation": a.allocation, "argv": a.argv,
+                         "env": env, "cwd": a.cwd, "slots": a.slots, **self._start_extra(a)}
+                out.append(devices.start_command(start, a, self.hosts.get(name), self.allocations.get(a.allocation)))
         return out
 
     def _start_extra(self, a: ActivityPub) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class AllocationPub:
     held: int = 0
     hosts: dict[str, int] = field(default_factory=dict)
     reclaiming: dict[int, HoldingPub] = field(default_factory=dict)  # holding id -> marked holding
+    resources: dict[str, Any] | None = None  # what each slot needs ({cores, memory, gpus, gpu_model}); None: slots
 
     def json(self) -> dict[str, Any]:
         return {
@@ -65,7 +66,7 @@ class AllocationPub:
             "hosts": dict(sorted(self.hosts.items())),
             "reclaiming": [{"host": h.host, "slots": h.slots, "deadline": h.deadline, "for": h.beneficiary}
                            for h in sorted(self.reclaiming.values(), key=lambda h: (h.deadline or 0, h.host))],
-            "memory": self.memory,
+            "memory": self.memory, "resources": self.resources,
         }
 
 
@@ -97,6 +98,7 @@ class ActivityPub:
     usage: dict[str, Any] | None = None  # {"cpu_seconds", "memory", "memory_peak"}: kept in memory while it
     # runs (each heartbeat), stored with its end
     secret: str | None = None  # DUCC: its process token, in memory only, until the agent has started it
+    devices: dict[str, Any] | None = None  # {"gpus", "gpu_share", "cpus"} it holds on its host (devices.py)
 
     @property
     def live(self) -> bool:
@@ -109,6 +111,7 @@ class ActivityPub:
             "pid": self.pid, "stopping": self.stop and self.live, "stop_reason": self.stop_reason,
             "created_at": self.created_at, "ended_at": self.ended_at,
             "user": self.user, "uid": self.uid, "oom": self.oom, "limits": self.limits, "usage": self.usage,
+            "devices": self.devices,
         }
         if self.job is not None:
             out["job"] = self.job
@@ -122,6 +125,7 @@ class ActivityPub:
             "stop_reason": self.stop_reason, "created_at": self.created_at, "ended_at": self.ended_at,
             "stdout": self.stdout, "stderr": self.stderr, "job": self.job,
             "user": self.user, "uid": self.uid, "oom": self.oom, "limits": self.limits, "usage": self.usage,
+            "devices": self.devices,
         }
 
 
@@ -141,17 +145,18 @@ class HostPub:
     closed_reason: str | None = None  # why the master closed it (an activity whose processes survive SIGKILL)
     alien: int | None = None  # processes of non-system users in no activity (each heartbeat; not stored)
     unreachable_since: float | None = None  # when its agent was found silent (not stored: a restart waits anew)
+    resources: dict[str, Any] | None = None  # its agent's resource vector: cores, memory, GPUs, custom
 
     def row(self) -> dict[str, Any]:
         return {"name": self.name, "slots": self.slots, "memory": self.memory, "os": self.os,
                 "attributes": self.attributes, "state": self.state, "closed": self.closed,
                 "last_seen": self.last_seen, "containment": self.containment, "run_as": self.run_as,
-                "closed_reason": self.closed_reason}
+                "closed_reason": self.closed_reason, "resources": self.resources}
 
     def facts(self) -> dict[str, Any]:
         """What the host JSON says of its agent beside slots and state (docs/service.md)."""
         return {"containment": self.containment, "run_as": self.run_as, "alien": self.alien,
-                "closed_reason": self.closed_reason}
+                "closed_reason": self.closed_reason, "resources": self.resources}
 
 
 # --- DUCC ------------------------------------------------------------------------------

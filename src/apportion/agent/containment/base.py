@@ -43,6 +43,10 @@ class Limits:
     cpu_weight: int | None = None  # 100 per slot (cgroup v2's cpu.weight scale)
     cpu_cap: float | None = None  # cores: a hard cap (CFS quota / cpu.max)
     pids: int | None = None
+    # device nodes (major, minor) its processes may not open, and those they may (cgroup v1 devices)
+    devices_deny: tuple[tuple[int, int], ...] = ()
+    devices_allow: tuple[tuple[int, int], ...] = ()
+    cpus: tuple[int, ...] | None = None  # the CPUs it is pinned to (cgroup v1 cpuset); None: not pinned
 
 
 @dataclass
@@ -100,6 +104,11 @@ class Box(ABC):
     @abstractmethod
     def applied(self) -> dict[str, int | None]:
         """The limits in force: {"memory", "cpu_weight", "pids"}."""
+
+    def isolation(self) -> dict[str, str]:
+        """How its GPUs and cores are held apart from the others': {"devices": "cgroup-v1" or
+        "environment", "cpus": "cpuset" or "affinity"} (what this box enforces itself)."""
+        return {"devices": "environment", "cpus": "affinity"}
 
     @abstractmethod
     def remove(self) -> None:

@@ -3,6 +3,11 @@ cpuacct where present), under `apportion-<agent id>` inside the agent's own cgro
 
 Limits: memory.limit_in_bytes (and memory.memsw.limit_in_bytes = memory + swap where swap
 accounting exists), cpu.shares = cpu_weight * 1024 / 100, a CFS quota for a hard cap, pids.max.
+Devices (where the devices hierarchy is writable): `c MAJOR:MINOR rwm` in devices.deny for each
+GPU node that is not the activity's, and in devices.allow for its own and the nodes every GPU
+process needs (nvidiactl, nvidia-uvm), as Slurm's ConstrainDevices does. Pinned cores (with
+`cpuset`, the agent's --pin-cores): the activity's cgroup in the cpuset hierarchy gets exactly
+its CPUs in cpuset.cpus, and the memory nodes of the agent's own cpuset.
 A stop freezes the freezer cgroup, signals every process in it and thaws it, so nothing forks
 away in between. The kernel's OOM kill shows in memory.oom_control's oom_kill counter (kernels
 before 4.13 lack it: memory.failcnt then says the limit was hit).
@@ -21,7 +26,7 @@ from apportion.agent.containment.procstat import cpu_ticks_of, ticks_per_second
 log = logging.getLogger("apportion.agent")
 
 REQUIRED = ("memory",)
-OPTIONAL = ("pids", "freezer", "cpu", "cpuacct")
+OPTIONAL = ("pids", "freezer", "cpu", "cpuacct", "devices")
 CFS_PERIOD_US = 100_000
 FREEZE_WAIT = 1.0  # seconds a freeze may take before the signal goes anyway
 
@@ -33,13 +38,15 @@ def subtree_name(agent_id: str) -> str:
 class CgroupV1(Containment):
     level = "cgroup-v1"
 
-    def __init__(self, own: dict[str, Path], agent_id: str) -> None:
-        """`own`: controller -> the agent's own cgroup directory in that controller's hierarchy."""
+    def __init__(self, own: dict[str, Path], agent_id: str, cpuset: bool = False) -> None:
+        """`own`: controller -> the agent's own cgroup directory in that controller's hierarchy.
+        `cpuset`: pin activities to their cores (the cpuset hierarchy is then used where writable)."""
         missing = [c for c in REQUIRED if c not in own]
         if missing:
             raise ContainmentUnavailable(f"cgroup v1: no {', '.join(missing)} hierarchy")
         self.roots: dict[str, Path] = {}
-        for c in REQUIRED + OPTIONAL:
+        self.mems = ""
+        for c in REQUIRED + OPTIONAL + (("cpuset",) if cpuset else ()):
             if c not in own:
                 continue
             root = own[c] / subtree_name(agent_id)
@@ -51,7 +58,27 @@ class CgroupV1(Containment):
                     raise ContainmentUnavailable(f"cgroup v1: cannot make {root}: {e.strerror}") from None
                 log.info("cgroup v1: %s not used: cannot make %s: %s", c, root, e.strerror)
                 continue
+            if c == "cpuset" and not self._cpuset_root(own[c], root):
+                continue
             self.roots[c] = root
+
+    def _cpuset_root(self, parent: Path, root: Path) -> bool:
+        """A new cpuset cgroup has no CPUs and no memory nodes: the subtree gets its parent's."""
+        try:
+            cpus = read_text(parent / "cpuset.cpus").strip()
+            self.mems = read_text(parent / "cpuset.mems").strip()
+            if not read_text(root / "cpuset.cpus").strip():
+                write(root / "cpuset.cpus", cpus)
+            if not read_text(root / "cpuset.mems").strip():
+                write(root / "cpuset.mems", self.mems)
+            return True
+        except OSError as e:
+            log.warning("cgroup v1: cpuset not used (cores are pinned by affinity): %s", e.strerror)
+            try:
+                root.rmdir()
+            except OSError:
+                pass
+            return False
 
     def controllers(self) -> list[str]:
         return sorted(self.roots)
@@ -93,6 +120,7 @@ class V1Box(CgroupBox):
     def __init__(self, owner: CgroupV1, activity: int, key: str | None = None) -> None:
         super().__init__()
         self.key = key or f"a{activity}"
+        self.owner_root = owner.roots
         self.dirs = {c: root / self.key for c, root in owner.roots.items()}
         # The directory that lists its processes: the freezer's (stops read it frozen), or the memory one.
         self.procs_dir = self.dirs.get("freezer", self.dirs["memory"])
@@ -120,6 +148,26 @@ class V1Box(CgroupBox):
         if pids is not None and limits.pids is not None:
             write(pids / "pids.max", str(limits.pids))
             self.limits["pids"] = limits.pids
+        dev = self.dirs.get("devices")
+        if dev is not None:
+            for major, minor in limits.devices_deny:
+                write(dev / "devices.deny", f"c {major}:{minor} rwm")
+            for major, minor in limits.devices_allow:
+                try:
+                    write(dev / "devices.allow", f"c {major}:{minor} rwm")
+                except OSError:
+                    pass  # the agent's own cgroup does not allow it either: nothing to give
+        cpuset = self.dirs.get("cpuset")
+        if cpuset is not None:
+            cpus = limits.cpus if limits.cpus else None
+            # Unpinned (no cores named): the agent's whole set, as if it were not in a cpuset at all.
+            write(cpuset / "cpuset.cpus", ",".join(map(str, cpus)) if cpus else
+                  read_text(self.owner_root["cpuset"] / "cpuset.cpus").strip())
+            write(cpuset / "cpuset.mems", read_text(self.owner_root["cpuset"] / "cpuset.mems").strip())
+
+    def isolation(self) -> dict[str, str]:
+        return {"devices": "cgroup-v1" if "devices" in self.dirs else "environment",
+                "cpus": "cpuset" if "cpuset" in self.dirs else "affinity"}
 
     def _read_limits(self) -> dict[str, int | None]:
         mem = read_int(self.dirs["memory"] / "memory.limit_in_bytes", 0)

@@ -3,7 +3,10 @@ the memory, pids (and cpu, where delegated) controllers enabled for it.
 
 cgroup v2 lets a cgroup enable controllers for its children only while no process sits in it, so
 an agent whose own cgroup (a systemd unit with Delegate=yes) holds only itself moves itself into
-`apportion-<id>/agent` first. Limits: memory.max, memory.swap.max, cpu.weight, cpu.max, pids.max.
+`apportion-<id>/agent` first. Limits: memory.max, memory.swap.max, cpu.weight, cpu.max, pids.max;
+with `cpuset` (the agent's --pin-cores) and the cpuset controller delegated, cpuset.cpus holds
+exactly the activity's cores. cgroup v2 has no devices files: GPUs are kept apart by the
+environment only (an eBPF device program would be needed, which the agent does not load).
 A stop freezes the cgroup (cgroup.freeze), signals every process and thaws it; SIGKILL is
 cgroup.kill, which leaves nothing to fork away. Empty is cgroup.events' `populated 0`; an OOM kill
 is memory.events' oom_kill counter.
@@ -31,7 +34,8 @@ OPTIONAL = ("cpu",)
 class CgroupV2(Containment):
     level = "cgroup-v2"
 
-    def __init__(self, own: Path, agent_id: str, required: Sequence[str] = REQUIRED, enable: bool = True) -> None:
+    def __init__(self, own: Path, agent_id: str, required: Sequence[str] = REQUIRED, enable: bool = True,
+                 cpuset: bool = False) -> None:
         """`own`: the agent's own cgroup directory. `required`: controllers without which this level
         refuses (tests of the stop alone pass none, on a v2 hierarchy that delegates none).
         `enable`: False to only look at an existing subtree (select.discard)."""
@@ -41,11 +45,20 @@ class CgroupV2(Containment):
         missing = [c for c in required if c not in available]
         if missing:
             raise ContainmentUnavailable(f"cgroup v2: {', '.join(missing)} not delegated to {own}")
-        self.controllers = [c for c in (*REQUIRED, *OPTIONAL) if c in available and enable]
+        wanted = (*REQUIRED, *OPTIONAL, *(("cpuset",) if cpuset else ()))
+        self.controllers = [c for c in wanted if c in available and enable]
         self.moved_self = False
         try:
             self.root.mkdir(exist_ok=True)
-            self._enable()
+            try:
+                self._enable()
+            except OSError as e:
+                if "cpuset" not in self.controllers:
+                    raise
+                # pinned cores are then the leader's affinity: not a reason to give up the cgroup
+                log.warning("cgroup v2: cannot enable cpuset (%s): cores are pinned by affinity", e.strerror or e)
+                self.controllers.remove("cpuset")
+                self._enable()
         except OSError as e:
             self.close()
             raise ContainmentUnavailable(f"cgroup v2: cannot set up {self.root}: {e.strerror or e}") from None
@@ -137,6 +150,11 @@ class V2Box(CgroupBox):
         if limits.pids is not None and (d / "pids.max").exists():
             write(d / "pids.max", str(limits.pids))
             self.limits["pids"] = limits.pids
+        if limits.cpus and (d / "cpuset.cpus").exists():
+            write(d / "cpuset.cpus", ",".join(map(str, limits.cpus)))
+
+    def isolation(self) -> dict[str, str]:
+        return {"devices": "environment", "cpus": "cpuset" if (self.dir / "cpuset.cpus").exists() else "affinity"}
 
     def _read_limits(self) -> dict[str, int | None]:
         def number(name: str) -> int | None:

@@ -90,8 +90,9 @@ def _below(mountpoint: Path, root: str, own: str) -> Path | None:
     return mountpoint / rel.lstrip("/")
 
 
-def choose(level: str, workdir: Path, cgroups: Cgroups | None = None) -> Containment:
-    """The containment to use; raises ContainmentUnavailable when a named level cannot work."""
+def choose(level: str, workdir: Path, cgroups: Cgroups | None = None, cpuset: bool = False) -> Containment:
+    """The containment to use; raises ContainmentUnavailable when a named level cannot work.
+    `cpuset`: activities are pinned to their cores (cgroup v1 uses its cpuset hierarchy)."""
     if level not in CHOICES:
         raise ContainmentUnavailable(f"--containment {level!r}: one of {', '.join(CHOICES)}")
     ident = agent_id(workdir)
@@ -101,14 +102,14 @@ def choose(level: str, workdir: Path, cgroups: Cgroups | None = None) -> Contain
         try:
             if cg.v2 is None:
                 raise ContainmentUnavailable("cgroup v2: this process is in no v2 cgroup")
-            return CgroupV2(cg.v2, ident)
+            return CgroupV2(cg.v2, ident, cpuset=cpuset)
         except ContainmentUnavailable as e:
             if level != "auto":
                 raise
             reasons.append(str(e))
     if level in ("auto", "cgroup-v1"):
         try:
-            return CgroupV1(cg.v1, ident)
+            return CgroupV1(cg.v1, ident, cpuset=cpuset)
         except ContainmentUnavailable as e:
             if level != "auto":
                 raise
@@ -135,7 +136,8 @@ def discard(workdir: Path, cgroups: Cgroups | None = None) -> int:
         holders.append(CgroupV2(cg.v2, ident, required=(), enable=False))
     if any((d / subtree_name(ident)).is_dir() for d in cg.v1.values()):
         try:
-            holders.append(CgroupV1(cg.v1, ident))
+            holders.append(CgroupV1(cg.v1, ident, cpuset="cpuset" in cg.v1 and
+                                    (cg.v1["cpuset"] / subtree_name(ident)).is_dir()))
         except ContainmentUnavailable:
             pass
     for holder in holders:

@@ -22,6 +22,8 @@ async def register(host: HostName, body: AgentRegister, c: Caller = Depends(anyo
     p, m = c.p, c.m
     require_host(p, host)
     agent = {"containment": body.containment, "run_as": body.run_as.model_dump() if body.run_as else None}
+    if body.resources is not None:
+        agent["resources"] = body.resources.model_dump()
     await run(m, m.op_agent_register(host, body.slots, body.memory, body.os, dict(body.attributes),
                                      [a.id for a in body.activities], agent=agent))
     return {"host": host, "heartbeat": m.settings.heartbeat, "kill_grace": m.settings.kill_grace}

@@ -51,6 +51,45 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+# --- resource vectors (docs/service.md, "Host resources and GPUs") ---------------------------
+ResCount = Annotated[int, Field(ge=0, le=4096, strict=True)]
+DeviceIndex = Annotated[int, Field(ge=0, le=1023, strict=True)]
+ShortText = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")]
+ResName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Indices = Annotated[list[DeviceIndex], Field(max_length=1024)]
+
+
+class SlotResources(_In):
+    """What each slot of an allocation needs: cores, memory (GB), GPUs (a fraction shares one)."""
+
+    cores: Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)] = 0
+    memory: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] = 0
+    gpus: Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)] = 0
+    gpu_model: Annotated[str, StringConstraints(min_length=1, max_length=200,
+                                                pattern=r"^[^\x00-\x1f\x7f]*$")] | None = None
+
+
+class GpuDevice(_In):
+    index: DeviceIndex
+    minor: DeviceIndex | None = None
+    model: ShortText = ""
+    pci_bus_id: ShortText = ""
+    uuid: ShortText = ""
+
+
+class HostResourcesIn(_In):
+    """An agent's resource vector (agent/resources.py)."""
+
+    cores: ResCount = 0
+    memory: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = 0.0
+    gpus: ResCount = 0
+    gpu_model: ShortText | None = None
+    devices: Annotated[list[GpuDevice], Field(max_length=1024)] = []
+    custom: Annotated[dict[ResName, ResCount], Field(max_length=64)] = {}
+    pin_cores: Annotated[bool, Field(strict=True)] = False
+    cpus: Indices = []
+
+
 class ClientIn(_In):
     name: Name
     consumer: ConsumerPath
@@ -67,6 +106,7 @@ class AllocationIn(_In):
     requirement: Annotated[str, StringConstraints(max_length=2000), Line] | None = None
     # GB per slot its activities may use, when less than their part of the host's memory
     memory: SlotMemory | None = None
+    resources: SlotResources | None = None  # what each slot needs; none: a plain slot request
 
 
 class AllocationChange(_In):
@@ -113,6 +153,10 @@ class AgentLimits(_In):
     cpu_weight: Annotated[int, Field(ge=0, le=1_000_000, strict=True)] | None = None
     cpu_max: Annotated[float, Field(ge=0, le=100_000, allow_inf_nan=False, strict=True)] | None = None  # cores
     pids: Annotated[int, Field(ge=0, le=2**31, strict=True)] | None = None
+    gpus: Indices | None = None  # the GPUs it may use (CUDA_VISIBLE_DEVICES)
+    devices: Literal["cgroup-v1", "environment"] | None = None  # how the other GPUs are kept from it
+    cpus: Indices | None = None  # the cores it is pinned to
+    cpu_pinning: Literal["cpuset", "affinity"] | None = None
 
 
 class AgentUsage(_In):
@@ -156,6 +200,7 @@ class AgentRegister(_In):
     activities: list[AgentActivity] = []
     containment: Literal["cgroup-v2", "cgroup-v1", "process-group"] | None = None
     run_as: AgentRunAs | None = None
+    resources: HostResourcesIn | None = None
 
 
 class AgentHeartbeat(_In):

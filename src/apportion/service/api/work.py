@@ -55,7 +55,8 @@ async def create_allocation(body: AllocationIn, c: Caller = Depends(user)) -> An
     groups = groups_of(body.group)
     m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
     a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
-                                            body.slots_per_instance, body.exclusive, body.requirement, body.memory))
+                                            body.slots_per_instance, body.exclusive, body.requirement, body.memory,
+                                            body.resources.model_dump() if body.resources is not None else None))
     return answer(a.json(), 201)
 
 

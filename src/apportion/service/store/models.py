@@ -56,6 +56,7 @@ class HostRow(Base):
     containment: Mapped[str | None] = mapped_column(String(32), nullable=True)  # cgroup-v2 | cgroup-v1 | process-group
     run_as: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # {"root": bool, "user": str}
     closed_reason: Mapped[str | None] = mapped_column(String(1000), nullable=True)  # why the master closed it
+    resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # its agent's resource vector
 
 
 class RequestRow(Base):
@@ -75,6 +76,7 @@ class RequestRow(Base):
     seq: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Float)
     memory: Mapped[float | None] = mapped_column(Float, nullable=True)  # GB per slot asked for (limits)
+    resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # what each slot needs
 
 
 class HoldingRow(Base):
@@ -131,6 +133,7 @@ class ActivityRow(Base):
     oom: Mapped[bool] = mapped_column(Boolean, default=False)  # ended by the kernel's OOM killer
     limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # as the agent applied them
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # the last usage reported
+    devices: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # GPUs (and cores) it holds
 
 
 class JobRow(Base):

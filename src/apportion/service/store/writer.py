@@ -117,7 +117,8 @@ def new_token() -> str:
 def _alloc_row(a: AllocationPub) -> dict[str, Any]:
     return {"id": a.id, "client": a.client, "consumer": a.consumer, "groups": a.groups, "min": a.min,
             "max": a.max, "order": a.order, "exclusive": a.exclusive, "requirement": a.requirement,
-            "blocked": a.blocked, "seq": a.seq, "created_at": a.created_at, "memory": a.memory}
+            "blocked": a.blocked, "seq": a.seq, "created_at": a.created_at, "memory": a.memory,
+            "resources": a.resources}
 
 
 def _holding_row(hid: int, h: HoldingPub) -> dict[str, Any]:
@@ -160,10 +161,12 @@ class StoreWriter:
                 raise RuntimeError("the store holds no plan: start the server with --plan")
             clients = [ClientPub(r.id, r.name, r.consumer, r.created_at) for r in c.execute(select(ClientRow))]
             hosts = [HostPub(r.name, r.slots, r.memory, r.os, r.attributes or {}, r.state, r.closed, r.last_seen,
-                             containment=r.containment, run_as=r.run_as, closed_reason=r.closed_reason)
+                             containment=r.containment, run_as=r.run_as, closed_reason=r.closed_reason,
+                             resources=r.resources if isinstance(r.resources, dict) else None)
                      for r in c.execute(select(HostRow))]
             allocs = [AllocationPub(r.id, r.client, r.consumer, list(r.groups), r.min, r.max, r.order, r.exclusive,
-                                    r.requirement, list(r.blocked or []), r.seq, r.created_at, r.memory)
+                                    r.requirement, list(r.blocked or []), r.seq, r.created_at, r.memory,
+                                    resources=r.resources if isinstance(r.resources, dict) else None)
                       for r in c.execute(select(RequestRow))]
             holdings = [(r.id, HoldingPub(r.request, r.group, r.host, r.slots, r.source, r.deadline, r.beneficiary,
                                           r.reason))
@@ -173,7 +176,8 @@ class StoreWriter:
             acts = [ActivityPub(r.id, r.allocation, r.client, r.host, list(r.argv), dict(r.env or {}), r.cwd,
                                 r.slots, r.state, r.created_at, r.exit_code, r.signal, r.pid, r.stop, r.stop_reason,
                                 r.ended_at, list(r.stdout or []), list(r.stderr or []), r.job, r.user, r.uid,
-                                bool(r.oom), r.limits, r.usage)
+                                bool(r.oom), r.limits, r.usage,
+                                devices=r.devices if isinstance(r.devices, dict) else None)
                     for r in c.execute(select(ActivityRow))]
             top = self.counters.load(c)
             jobs = [JobPub(r.id, r.kind, r.user, r.cls, r.memory, r.max_processes, r.threads, list(r.argv or []),
