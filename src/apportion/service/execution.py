@@ -13,7 +13,8 @@ activity runs as, what it applied, what it uses, and how it ended:
 - **DUCC**: the job's (service's) ``user``, under the OS account the plan maps it to
   (``ducc.accounts``; default: the account of that name). Memory: its share's,
   order x quantum GB. Swap: none (DUCC's scheduler sizes shares in real memory,
-  seed 001, and its configuration has no swap setting). CPU weight: 100 per quantum.
+  as its Resource Manager documentation says, and its configuration has no swap
+  setting). CPU weight: 100 per quantum.
 
 Reports: usage (and who, and the limits) is kept in memory at each heartbeat,
 without a store write, and stored with the activity's end. A start the agent
