@@ -54,6 +54,7 @@ def show(cmd: list[str], env: dict[str, str]) -> None:
 
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="apportion-ducc-"))
+    work.chmod(0o711)  # the jobs' users pass through to their activity directories (a root agent checks)
     db = f"sqlite:///{work / 'apportion.db'}"
     url = f"http://127.0.0.1:{free_port()}"
     token_file = work / "admin.token"

@@ -80,6 +80,9 @@ def left_behind(url: str) -> list[psutil.Process]:
 
 def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="apportion-demo-"))
+    # an agent run as root starts its workers as other users, who must be able to pass through
+    # to their activity directories under the agent's --workdir (the agent checks at start)
+    work.chmod(0o711)
     db = f"sqlite:///{work / 'apportion.db'}"
     url = f"http://127.0.0.1:{free_port()}"
     token_file = work / "admin.token"

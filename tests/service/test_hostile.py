@@ -222,8 +222,15 @@ def chunked(m, path: str, total: int, token: str | None) -> tuple[int, bytes]:
     except (BrokenPipeError, ConnectionResetError):
         pass
     s.settimeout(10)
+    def whole(answer: bytes) -> bool:  # the head, and as much body as it announces
+        head, sep, body = answer.partition(b"\r\n\r\n")
+        if not sep:
+            return False
+        length = [int(x.split(b":", 1)[1]) for x in head.lower().split(b"\r\n") if x.startswith(b"content-length:")]
+        return not length or len(body) >= length[0]
+
     try:
-        while b"\r\n\r\n" not in got:
+        while not whole(got):
             more = s.recv(65536)
             if not more:
                 break
