@@ -32,6 +32,7 @@ from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
 from apportion.engine.placement import choose_among, choose_hosts
+from apportion.engine.rigid import ReclaimGuard
 from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
     OWN,
@@ -1211,31 +1212,43 @@ class Cycle:
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
-                for owner in short_in[leaf].get(g, ()):
-                    deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
-                    if deficit >= self.want.get(leaf, 0):
-                        self.sensitive.add(leaf)
-                    deficit -= deficit % rs.spec.order  # whole instances only
-                    if deficit <= 0:
-                        continue
-                    src = pool_source(owner)
-                    order = rs.spec.order
-                    plain = rs.spec.requirement is None
-                    # victims that cannot free an instance that large are passed over
-                    no_fit = (self._no_fit, g, order) if plain else None
-                    for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
-                        key = (victim, g, src)
-                        got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
-                                         "share-pool reclaim for fairness", rs.spec)
-                        if got == 0 and plain:
-                            self._no_fit[key] = min(order, self._no_fit.get(key, UNSET))
-                        deficit -= got
-                        self.want[leaf] -= got
-                        if deficit <= 0:
-                            break
+                guard = None
+                if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
+                    guard = ReclaimGuard.open(self, rs, g, v, q, short_in[leaf].get(g, ()), parent_mode)
+                    if guard is None:
+                        return
+                self._reclaim_pool_for(leaf, rs, g, v, q, short_in, parent_mode)
+                if guard is not None:
+                    guard.close()
 
             if short_in:
                 self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
+
+    def _reclaim_pool_for(self, leaf: str, rs: RequestState, g: str, v: GroupView,
+                          q: dict[str, dict[str, int]], short_in: dict, parent_mode: bool) -> None:
+        """Phase 6 for one request of ``leaf`` in ``g``: the most over-share first."""
+        for owner in short_in[leaf].get(g, ()):
+            deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
+            if deficit >= self.want.get(leaf, 0):
+                self.sensitive.add(leaf)
+            deficit -= deficit % rs.spec.order  # whole instances only
+            if deficit <= 0:
+                continue
+            src = pool_source(owner)
+            order = rs.spec.order
+            plain = rs.spec.requirement is None
+            # victims that cannot free an instance that large are passed over
+            no_fit = (self._no_fit, g, order) if plain else None
+            for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
+                key = (victim, g, src)
+                got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
+                                 "share-pool reclaim for fairness", rs.spec)
+                if got == 0 and plain:
+                    self._no_fit[key] = min(order, self._no_fit.get(key, UNSET))
+                deficit -= got
+                self.want[leaf] -= got
+                if deficit <= 0:
+                    break
 
     def _protected(self, v: GroupView, owner: str, leaf: str) -> int:
         """What a leaf may keep from a pool without being over its share."""
