@@ -32,6 +32,7 @@ from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
 from apportion.engine.placement import choose_among, choose_hosts
+from apportion.engine import reserve
 from apportion.engine.rigid import ReclaimGuard
 from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
@@ -147,6 +148,11 @@ class Cycle:
         # (_plain_phase3): cut_short
         self.settle_quiet = False
         self.cut_short = False
+        # the rigid policy (engine/reserve.py): group -> the request with a reservation
+        # this cycle; (group, beneficiary, slots) of the reclaims completed at its start
+        self.reserved: dict[str, RequestState] = {}
+        self.freed: list[tuple[str, str, int]] = []
+        self.keeping: frozenset[str] = frozenset()  # leaves with slots kept: no reclaim victims
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
@@ -164,13 +170,29 @@ class Cycle:
                 if n > 0:
                     self.want[leaf] = n
         self.want0 = frozenset(self.want)
+        if s.reservations:
+            s.reservations = {}
+        if s.rigid:
+            self.reserved = reserve.choose(self)
         if self.want:
+            # reservations come after the owners' own slots (phase 2), before the share
+            # pools: where nobody owns slots phase 2 has nothing to do, and they come
+            # first, before the sums of _plain_phase3 are worked out
+            early = bool(self.reserved) and not any(v.gp.owners for v in self.views.values())
+            if early:
+                self._reserve()
             steps = self._plain_phase3() if self.settle_quiet else None
             if steps is not None:
                 self._apply_plain(steps)
+                if self.reserved:
+                    self._enforce_min()  # the slots kept are given back, as phase 8 does
                 self.cut_short = True
+                if s.rigid:
+                    reserve.after_cycle(self)
                 return self.d
             self._serve_own()
+            if self.reserved and not early:
+                self._reserve()
             self._serve_pool()
             if self.policy.reclaim_before_borrow:
                 self._reclaim_lent()
@@ -182,8 +204,16 @@ class Cycle:
                 self._reclaim_pool()
             self._surplus()
             self._enforce_min()
+        self.keeping = frozenset()  # slots kept are given back by now
         self._reclaim_overused_pools()
+        if s.rigid:
+            reserve.after_cycle(self)
         return self.d
+
+    def _reserve(self) -> None:
+        """The reservations (engine/reserve.py): backfill, then slots kept or granted."""
+        reserve.run(self, self.freed)
+        self.keeping = frozenset(rs.spec.consumer for rs in self.reserved.values())
 
     def _plain_phase3(self) -> list[tuple[str, RequestState, int, bool]] | None:
         """What phase 3 does, worked out from the views with sums alone, when phases 2
@@ -307,6 +337,7 @@ class Cycle:
             self.d.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots,
                                            "reclaimed: " + a.reclaim.reason))
             self.first.add(a.reclaim.beneficiary)
+            self.freed.append((a.group, a.reclaim.beneficiary, a.slots))
             self.s.remove(a)
 
     def _cancel_unneeded(self) -> None:
@@ -1332,13 +1363,14 @@ class Cycle:
                     bisect.insort(lst, (-cur, rk, leaf))
                 continue
             i += 1
-            if leaf == beneficiary or (no_fit is not None and book.get((leaf, g, src), UNSET) <= order):
+            if leaf == beneficiary or (no_fit is not None and book.get((leaf, g, src), UNSET) <= order) \
+                    or leaf in self.keeping:
                 continue
             yield leaf, cur
 
     def _victims_parent_mode(self, v: GroupView, owner: str, beneficiary: str) -> list[tuple[str, int]]:
         ex = self._excess(v, owner)
-        excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary}
+        excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary and leaf not in self.keeping}
         if excess:
             # a branch gives back only what its own leaves do not deserve
             mine = set(self.s.ancestors.get(beneficiary, ()))
@@ -1537,6 +1569,8 @@ class QuietRecord:
         head = book.peekitem(0)[1]
         if head.order >= s._opened - len(s.recent) or head.seq > rs.seq:
             return False  # it was not there to lead, or it would not lead
+        if s.rigid and not reserve.absorbs(c, rs):
+            return False  # it could change a reservation or backfill one
         for g in rs.groups:
             if g not in head.groups:
                 return False

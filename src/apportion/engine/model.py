@@ -171,3 +171,6 @@ class Request:
     requirement: HostFilter | None = None
     requirement_text: str | None = None
     seq: int = 0
+    # how long the work runs once started, in seconds, when the client knows (SWF's
+    # requested time): what lets work backfill a reservation without delaying it
+    walltime: float | None = None

@@ -98,3 +98,15 @@ class ReclaimGuard:
             s.unmark(a)
         del c.d.reclaims[self.n_reclaims:]
         c.want[self.leaf] = self.want
+
+
+def pool_idle(c, leaf: str, g: str) -> list[tuple[str, int]]:
+    """(pool owner, idle slots) of the pools ``leaf`` draws from in ``g``, nearest first."""
+    v = c.views[g]
+    used = c.s.pool_used[g]
+    out = []
+    for owner in v.gp.draws_from[leaf]:
+        idle = v.pool_size.get(owner, 0) - used.get(owner, 0)
+        if idle > 0:
+            out.append((owner, idle))
+    return out

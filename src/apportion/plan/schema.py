@@ -199,6 +199,7 @@ class RequestIn(_Model):
     order: PosInt = 1
     exclusive: bool = False
     requirement: str | None = None
+    walltime: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # seconds it runs once started
 
 
 class ChangeIn(_Model):

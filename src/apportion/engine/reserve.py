@@ -1,0 +1,230 @@
+"""Reservations for rigid requests: wide work starts in a bounded time.
+
+A rigid request (``min`` > 0) can start only with its min at once. Under shares
+alone it may never get there: slots come free one at a time, and each goes to
+whoever is below its share at that moment, or the request's min is more than its
+consumer deserves. So, in each resource group, one waiting rigid request has a
+*reservation*, as a batch scheduler's highest-priority job does (Slurm's backfill
+scheduler; the EASY backfilling of the Argonne SP scheduler):
+
+- which: the first waiting rigid request (arrival order) of the consumer furthest
+  below what it deserves in the group (deserved less held; ties: the earlier
+  request, then plan order). Only a request that can ever start there has one: its
+  min fits the group's hosts taking work and every ``max`` above it, and its
+  consumer may draw from a share pool;
+- what it does: the share-pool slots of the group that are idle are kept for it,
+  as far as its min goes, even beyond its share of the moment: nobody else is given
+  them (but backfill, engine/backfill.py). Once those kept and those it holds reach
+  its min, it is granted them and starts. Nothing is reclaimed for it beyond its
+  share: it waits for slots to come free, as a batch job does. Slots freed by a
+  reclaim just completed go to the reclaim's beneficiary first, not to a reservation;
+- when: with the ends of the running work that has a ``walltime`` (started at a
+  known time), the *planned start* is the time when enough of them will have ended
+  to make up what it still lacks; unknown (None) when that work is not enough.
+
+Kept slots are counted as the request's for the rest of the cycle, like the slots a
+cycle gives a request below its min and takes back at the end (Cycle._hold_back):
+no allocation is made and no decision leaves the cycle for them. The reservation
+itself, with the slots kept and the planned start, is in the state
+(``ClusterState.reservations``) and the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from apportion.engine import backfill
+from apportion.engine.rigid import pool_idle
+from apportion.engine.state import ClusterState, RequestState, pool_source
+
+# ``c`` below is the running cycle (engine/cycle.py's Cycle): it imports this module,
+# so this one does not import it back
+
+
+@dataclass(slots=True)
+class Reservation:
+    request: str
+    consumer: str
+    group: str
+    min: int
+    held: int  # what the request holds (before this cycle's kept slots)
+    kept: dict[str, int] = field(default_factory=dict)  # host -> slots kept for it this cycle
+    planned_start: float | None = None  # None: unknown (running work without a walltime)
+    extra: int = 0  # slots free at the planned start beyond what it needs (EASY's "extra nodes")
+
+    @property
+    def kept_slots(self) -> int:
+        return sum(self.kept.values())
+
+
+def _waiting_rigid(s: ClusterState) -> list[RequestState]:
+    """The rigid requests that have not started, in arrival order."""
+    return sorted((rs for rs in s.rigid.values() if rs.held < rs.min and rs.held < rs.max),
+                  key=lambda rs: rs.order)
+
+
+def _fits(c, rs: RequestState, g: str) -> bool:
+    """Whether ``rs`` can ever start in ``g``: its min within the group's hosts taking
+    work and every max above its consumer, and its consumer drawing from some pool."""
+    v = c.views.get(g)
+    leaf = rs.spec.consumer
+    if v is None or leaf not in v.settings or not v.gp.draws_from.get(leaf):
+        return False
+    if rs.min > c.s.groups[g].slots_taking_work:
+        return False
+    return all(rs.min <= mx for _, mx in v.gp.max_chain[leaf])
+
+
+def _deficit(c, leaf: str, g: str) -> int:
+    """What ``leaf`` deserves in ``g`` less what it holds there."""
+    v = c.views[g]
+    d = v.own_part.get(leaf, 0)
+    for owner in v.gp.pools_of[leaf]:
+        d += v.deserved_pool.get(owner, {}).get(leaf, 0)
+    u = c.s.usage_in[g].get(leaf)
+    return d - (u.held if u is not None else 0)
+
+
+def choose(c) -> dict[str, RequestState]:
+    """Group -> the request that has its reservation this cycle (none: no entry)."""
+    s = c.s
+    waiting = _waiting_rigid(s)
+    if not waiting:
+        return {}
+    chosen: dict[str, RequestState] = {}
+    taken: set[str] = set()
+    index = s.consumers
+    for g in s.group_names:
+        best = None
+        seen: set[str] = set()  # leaves whose first request that fits here was looked at
+        for rs in waiting:
+            leaf = rs.spec.consumer
+            if leaf in seen or g not in rs.groups or not _fits(c, rs, g):
+                continue
+            seen.add(leaf)
+            if rs.spec.id in taken or c._below_max(leaf, g, c.views[g]) < rs.min - rs.held:
+                continue  # kept elsewhere, or a max above it is full of its running work
+            key = (-_deficit(c, leaf, g), rs.seq, index[leaf].index)
+            if best is None or key < best[0]:
+                best = (key, rs)
+        if best is not None:
+            chosen[g] = best[1]
+            taken.add(best[1].spec.id)
+    return chosen
+
+
+def planned_start(s: ClusterState, g: str, short: int, free_now: int) -> tuple[float | None, int]:
+    """When ``short`` more slots of ``g`` will have come free, from the ends of running
+    work with a walltime (None: not known), and the slots free then beyond ``short``
+    (EASY's extra nodes: backfill that ends later may use that many)."""
+    if short <= 0:
+        return None, free_now  # it can start now, or something else than slots holds it (a max)
+    ends: list[tuple[float, int]] = []
+    for rid, t0 in s.started.items():
+        rs = s.requests.get(rid)
+        if rs is None or rs.spec.walltime is None:
+            continue
+        end = t0 + rs.spec.walltime  # in the past for work that outran its walltime
+        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
+        if n:
+            ends.append((end, n))
+    ends.sort()
+    freed = 0
+    for i, (end, n) in enumerate(ends):
+        freed += n
+        if freed >= short:
+            # every end at the same time counts at that time
+            for end2, n2 in ends[i + 1:]:
+                if end2 > end:
+                    break
+                freed += n2
+            return end, freed - short
+    return None, 0
+
+
+def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
+    """Keep the idle share-pool slots of ``g`` for ``rs`` as far as its min goes
+    (``owed``: idle slots that reclaims completed now freed for someone else); grant
+    them if that takes it to its min. The reservation, as it stands after."""
+    leaf = rs.spec.consumer
+    res = Reservation(rs.spec.id, leaf, g, rs.min, rs.held)
+    if c.want.get(leaf, 0) <= 0:
+        return res  # what it lacks is on its way to it already (reclaims marked for it)
+    v = c.views[g]
+    room = c._below_max(leaf, g, v)
+    order = rs.spec.order
+    before = _on_hosts(c, rs)
+    c._hold_back_ok = True
+    try:
+        for owner, idle in pool_idle(c, leaf, g):
+            need = -(-(rs.min - rs.held) // order) * order  # whole instances
+            take = min(idle - owed, need, rs.max - rs.held, room, c.want.get(leaf, 0))
+            owed = max(0, owed - idle)
+            if take <= 0:
+                continue
+            placed = c._give(rs, g, take, pool_source(owner))
+            room -= placed
+            if rs.held >= rs.min or placed < take:
+                break
+    finally:
+        c._hold_back_ok = False
+    after = _on_hosts(c, rs)
+    res.kept = {h: n - before.get(h, 0) for h, n in after.items() if n > before.get(h, 0)}
+    return res
+
+
+def run(c, freed: list[tuple[str, str, int]]) -> None:
+    """The reservations of this cycle, before the serving phases: in each group, the
+    chosen request's planned start, then backfill (engine/backfill.py), then the
+    slots kept for it. ``freed``: (group, beneficiary, slots) of the reclaims
+    completed at the start of the cycle: those slots go to their beneficiary."""
+    s = c.s
+    for g, rs in c.reserved.items():
+        leaf = rs.spec.consumer
+        owed = sum(n for grp, b, n in freed if grp == g and b != leaf and b in s.consumers)
+        free_now = max(0, sum(n for _, n in pool_idle(c, leaf, g)) - owed)
+        start, extra = planned_start(s, g, rs.min - rs.held - free_now, free_now)
+        if start is not None and start > c.now:
+            backfill.fill(c, g, rs, start, extra, owed)
+        res = keep(c, g, rs, owed)
+        if rs.held < rs.min:  # still waiting (not granted what was kept)
+            res.planned_start = start
+            res.extra = extra
+            s.reservations[g] = res
+
+
+def _on_hosts(c, rs: RequestState) -> dict[str, int]:
+    """Host -> what ``rs`` holds there, slots held back this cycle included."""
+    out: dict[str, int] = {}
+    for a in rs.allocs.values():
+        out[a.host] = out.get(a.host, 0) + a.slots
+    for _, host, slots, *_ in c.held_back.get(rs.spec.id, ()):
+        out[host] = out.get(host, 0) + slots
+    return out
+
+
+def absorbs(c, rs: RequestState) -> bool:
+    """For QuietRecord: whether a request that came after a cycle that decided
+    nothing leaves the reservations as they were: it has no walltime where a
+    reservation waits (it could backfill), and it is rigid only behind a waiting
+    rigid request of its own consumer that fits each of its groups (each consumer's
+    first one there is what counts)."""
+    if rs.spec.walltime is not None and c.reserved:
+        return False
+    if rs.min <= 0:
+        return True
+    leaf = rs.spec.consumer
+    ahead = [o for o in _waiting_rigid(c.s) if o is not rs and o.spec.consumer == leaf and o.order < rs.order]
+    return all(any(g in o.groups and _fits(c, o, g) for o in ahead) for g in rs.groups)
+
+
+def after_cycle(c) -> None:
+    """Note when work with a walltime started: its end is what planned starts are made of."""
+    s = c.s
+    if not s.rigid:
+        return
+    started = s.started
+    for rid in c.granted_now:
+        rs = s.requests.get(rid)
+        if rs is not None and rs.spec.walltime is not None and rid not in started and rs.held >= max(rs.min, 1):
+            started[rid] = c.now
