@@ -74,19 +74,48 @@ def test_two_wide_jobs_under_equal_shares_start_in_turn():
     assert s.e.report().reservations == [] and s.reclaims() == []
 
 
+def test_work_started_through_a_reservation_is_not_reclaimed_for_fairness():
+    # b starts beyond its share (6 of 8, deserving 4) through its reservation; A's
+    # elastic work that comes next waits for it to end instead of ending it
+    s = _two_on_one_host().req("a", "/A", 6, min=6).req("b", "/B", 6, min=6).settle()
+    s.e.release("a")
+    s.at(5)
+    assert s.e.report().requests["b"] == {"h1": 6}
+    s.req("e", "/A", 8).at(6)
+    s.at(100)
+    assert s.reclaims() == [] and s.e.report().requests == {"b": {"h1": 6}, "e": {"h1": 2}}
+    s.e.release("b")
+    s.at(101)
+    assert s.e.report().requests == {"e": {"h1": 8}}
+
+
 def test_slots_are_kept_for_the_reservation_as_they_come_free():
-    # B's rigid 6 waits while A's elastic work runs: slots A gives back are kept for
-    # B, not given to A's next requests, until B can start
+    # B's rigid 6 waits while A's work runs: slots A gives back are kept for B, not
+    # given to A's next rigid requests, until B can start
     s = _two_on_one_host(share_pool_reclaim=False).req("a", "/A", 8).settle()
     s.at(1).req("b", "/B", 6, min=6).settle()
-    for k, n in enumerate((3, 6)):
-        s.e.change("a", max=8 - n)
-        s.req(f"more{k}", "/A", 4).at(2 + k)
-        held = s.e.report().requests
-        if n < 6:
-            assert held["b"] == {} and held[f"more{k}"] == {}  # kept, not given to A
-            assert s.e.report().reservations[0].kept == {"h1": n}
-    assert s.e.report().requests["b"] == {"h1": 6}
+    s.e.change("a", max=5)
+    s.req("more", "/A", 3, min=3).at(2)
+    assert s.e.report().requests["b"] == {} and s.e.report().requests["more"] == {}
+    assert s.e.report().reservations[0].kept == {"h1": 3}
+    s.e.change("a", max=2)
+    s.at(3)
+    assert s.e.report().requests["b"] == {"h1": 6} and s.e.report().requests["more"] == {}
+
+
+def test_elastic_work_runs_on_kept_slots_and_gives_way_when_the_reservation_is_ready():
+    s = _two_on_one_host(share_pool_reclaim=False).req("a", "/A", 8).settle()
+    s.at(1).req("b", "/B", 6, min=6).settle()
+    s.e.change("a", max=5)
+    s.req("e", "/A", 8).at(2)
+    assert s.e.report().requests["e"] == {"h1": 3}  # the 3 freed slots run A's elastic work
+    assert s.reclaims() == []
+    s.e.change("a", max=2)  # 3 more free: with e's 3, b's 6 are there
+    s.at(3)
+    assert [(r.request, r.slots, r.deadline, r.beneficiary) for r in s.reclaims()] == [("e", 3, 33.0, "/B")]
+    assert s.e.report().requests["b"] == {}
+    s.at(33)
+    assert s.e.report().requests["b"] == {"h1": 6} and s.e.report().requests["e"] == {}
 
 
 def test_the_planned_start_is_the_end_of_the_work_that_frees_enough():

@@ -13,13 +13,20 @@ is started on them, out of turn, when it cannot delay the reservation:
 Candidates are taken in arrival order, each from the pools its consumer draws from
 in the group, nearest first, within its consumer's max; a rigid one only if it
 reaches its min. Without a planned start (running work without a walltime), nothing
-is backfilled: no end is known before which backfill would have to end.
+is backfilled that way: no end is known before which backfill would have to end.
+
+Elastic work (no min, no walltime) may run on the kept slots too, whatever the
+planned start (``fill_elastic``): it can give them back at any time. It is noted
+(``ClusterState.fill``), and when the reservation is *ready* (what it holds, the
+idle slots and the slots of that elastic work reach its min) those slots are
+reclaimed for it, with their holder's grace (``reclaim_fill``).
 """
 
 from __future__ import annotations
 
+from apportion.engine.decisions import Reclaim
 from apportion.engine.rigid import pool_idle
-from apportion.engine.state import RequestState, pool_source
+from apportion.engine.state import PendingReclaim, RequestState, pool_source
 
 # ``c`` below is the running cycle (engine/cycle.py's Cycle), which imports this
 # module: this one does not import it back
@@ -64,3 +71,71 @@ def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int)
         if not ends_in_time:
             extra -= placed
     return given
+
+
+def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
+    """Elastic requests of ``g`` onto its idle share-pool slots that the reservation
+    would keep: consumers by their oldest waiting request (first come first served,
+    as the surplus phase), each its elastic requests in arrival order."""
+    s, want, v = c.s, c.want, c.views[g]
+    books = s.wanting_of
+    leaves = [x for x, n in want.items() if n > 0 and x in v.settings and books.get(x)]
+    if not leaves:
+        return
+    leaves.sort(key=lambda x: (books[x].peekitem(0)[1].seq, s.consumers[x].index))
+    fill = s.fill.setdefault(g, {})
+    for leaf in leaves:
+        for rs in list(books[leaf].values()):
+            if rs.min > 0 or rs.spec.walltime is not None or g not in rs.groups or rs is reserved:
+                continue
+            pools = pool_idle(c, leaf, g)
+            idle = sum(n for _, n in pools) - owed
+            n = min(idle, rs.max - rs.held, c._headroom(leaf, g, v))
+            if idle <= 0:
+                return
+            if n <= 0:
+                continue
+            mine = c.granted_now.get(rs.spec.id)
+            before = len(mine) if mine else 0
+            placed = 0
+            for owner, k in pools:
+                take = min(k, n - placed)
+                if take > 0:
+                    placed += c._give(rs, g, take, pool_source(owner))
+                if placed >= n:
+                    break
+            for a in c.granted_now.get(rs.spec.id, [])[before:]:
+                fill[a.id] = a
+            if want.get(leaf, 0) <= 0:
+                break
+
+
+def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:
+    """When the slots of elastic work on kept slots, with the idle ones and what it
+    holds, make up the reservation's min: reclaim them for it (newest first, each
+    with its holder's grace). Only slots on hosts it may use count."""
+    s = c.s
+    fill = {aid: a for aid, a in s.fill.get(g, {}).items() if s.allocs.get(aid) is a and a.reclaim is None}
+    s.fill[g] = fill
+    leaf = reserved.spec.consumer
+    need = reserved.min - reserved.held - free_now - s.incoming.get(leaf, 0)
+    if not fill or need <= 0:
+        return
+    req = reserved.spec
+    hosts = s.hosts
+    usable = [a for a in fill.values() if hosts[a.host].takes_work
+              and (req.requirement is None or req.requirement(hosts[a.host].host))]
+    if sum(a.slots for a in usable) < need:
+        return  # not ready yet: the elastic work runs on
+    settings = c.views[g].settings
+    for a in sorted(usable, key=lambda a: -a.id):
+        if need <= 0:
+            break
+        take = min(a.slots, need)
+        deadline = c.now + settings[a.consumer].grace
+        reason = "reservation ready: work on its slots gives way"
+        b = s.mark(a, take, PendingReclaim(deadline, leaf, reason))
+        c.d.reclaims.append(Reclaim(b.request, b.consumer, g, b.host, take, deadline, leaf, reason))
+        need -= take
+        if leaf in c.want:
+            c.want[leaf] -= take

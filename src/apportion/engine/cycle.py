@@ -1105,11 +1105,12 @@ class Cycle:
 
     # -- 5. the owner takes its lent slots back --------------------------------
     def _mark(self, victim_leaf: str, g: str, src: str, n: int, beneficiary: str, grace: float,
-              reason: str, req: Request | None = None) -> int:
+              reason: str, req: Request | None = None, fair: bool = False) -> int:
         """Mark up to ``n`` slots that ``victim_leaf`` holds from ``src`` for reclaim,
         newest allocations first (they have done the least work). With ``req`` (what
         the slots are for), only slots the request could use once freed: on hosts
-        matching its requirement where a whole instance would fit."""
+        matching its requirement where a whole instance would fit. ``fair`` (a reclaim
+        for fairness): work started through a reservation is spared (engine/reserve.py)."""
         # slots held back (_hold_back) are never reclaimed: nothing marks a leaf's pool
         # slots before the surplus phase but for being above what it may keep there
         assert (victim_leaf, g, src) not in self._held_back_keys, "a reclaim of slots held back"
@@ -1120,13 +1121,14 @@ class Cycle:
         hosts = self.s.hosts
         plan: list[tuple] = []
         left = n
+        spare = self.s.protected if fair and self.s.protected else None
         # newest first, lazily: the index keeps allocations in the order they came
         if req is None or req.order == 1:
             check = req is not None
             for a in reversed(index.values()):
                 if left <= 0:
                     break
-                if a.reclaim is not None:
+                if a.reclaim is not None or (spare is not None and a.request in spare):
                     continue
                 if check:
                     h = hosts[a.host]
@@ -1159,13 +1161,13 @@ class Cycle:
                 return 0
             by_host: dict[str, list] = {}
             for a in reversed(index.values()):  # newest first; hosts in the order met
-                if a.host in useful:
+                if a.host in useful and (spare is None or a.request not in spare):
                     by_host.setdefault(a.host, []).append(a)
             for host, lst in by_host.items():
                 if left <= 0:
                     break
                 free = hosts[host].free
-                have = have_on[host]
+                have = have_on[host] if spare is None else sum(a.slots for a in lst)
                 inst = min((free + have) // order, (free + left) // order)
                 need = max(0, inst * order - free)
                 for a in lst:
@@ -1273,7 +1275,7 @@ class Cycle:
             for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
                 key = (victim, g, src)
                 got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
-                                 "share-pool reclaim for fairness", rs.spec)
+                                 "share-pool reclaim for fairness", rs.spec, fair=True)
                 if got == 0 and plain:
                     self._no_fit[key] = min(order, self._no_fit.get(key, UNSET))
                 deficit -= got

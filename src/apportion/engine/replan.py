@@ -110,6 +110,7 @@ def rebuild(old: ClusterState, plan: Plan, *, reassign: bool = True) -> Rebuilt:
     new.in_use = dict(old.in_use)
     # when work with a walltime started (engine/reserve.py: what planned starts are made of)
     new.started = {rid: t for rid, t in old.started.items() if rid in new.requests}
+    new.protected = {rid for rid in old.protected if rid in new.requests}
     for (rid, host), n in old.fences.items():
         if host in new.hosts:
             book = old.fence_pool.get((rid, host))

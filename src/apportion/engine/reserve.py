@@ -17,7 +17,9 @@ scheduler; the EASY backfilling of the Argonne SP scheduler):
   them (but backfill, engine/backfill.py). Once those kept and those it holds reach
   its min, it is granted them and starts. Nothing is reclaimed for it beyond its
   share: it waits for slots to come free, as a batch job does. Slots freed by a
-  reclaim just completed go to the reclaim's beneficiary first, not to a reservation;
+  reclaim just completed go to the reclaim's beneficiary first, not to a reservation.
+  Once started, it runs to its end: no reclaim for fairness takes its slots
+  (``ClusterState.protected``; a pool that shrank, a max lowered or an owner still may);
 - when: with the ends of the running work that has a ``walltime`` (started at a
   known time), the *planned start* is the time when enough of them will have ended
   to make up what it still lacks; unknown (None) when that work is not enough.
@@ -148,8 +150,8 @@ def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
     them if that takes it to its min. The reservation, as it stands after."""
     leaf = rs.spec.consumer
     res = Reservation(rs.spec.id, leaf, g, rs.min, rs.held)
-    if c.want.get(leaf, 0) <= 0:
-        return res  # what it lacks is on its way to it already (reclaims marked for it)
+    if leaf not in c.want:
+        c.want[leaf] = 0  # what it lacks is on its way to it (reclaims): idle slots are still kept
     v = c.views[g]
     room = c._below_max(leaf, g, v)
     order = rs.spec.order
@@ -158,7 +160,7 @@ def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
     try:
         for owner, idle in pool_idle(c, leaf, g):
             need = -(-(rs.min - rs.held) // order) * order  # whole instances
-            take = min(idle - owed, need, rs.max - rs.held, room, c.want.get(leaf, 0))
+            take = min(idle - owed, need, rs.max - rs.held, room)
             owed = max(0, owed - idle)
             if take <= 0:
                 continue
@@ -179,15 +181,23 @@ def run(c, freed: list[tuple[str, str, int]]) -> None:
     slots kept for it. ``freed``: (group, beneficiary, slots) of the reclaims
     completed at the start of the cycle: those slots go to their beneficiary."""
     s = c.s
+    for g in [g for g in s.fill if g not in c.reserved]:
+        del s.fill[g]  # no reservation there now: the work on its slots is ordinary work
     for g, rs in c.reserved.items():
         leaf = rs.spec.consumer
         owed = sum(n for grp, b, n in freed if grp == g and b != leaf and b in s.consumers)
         free_now = max(0, sum(n for _, n in pool_idle(c, leaf, g)) - owed)
         start, extra = planned_start(s, g, rs.min - rs.held - free_now, free_now)
+        if s.fill.get(g):
+            backfill.reclaim_fill(c, g, rs, free_now)
         if start is not None and start > c.now:
             backfill.fill(c, g, rs, start, extra, owed)
+        if rs.held + free_now + s.incoming.get(leaf, 0) < rs.min:
+            backfill.fill_elastic(c, g, rs, owed)  # not ready: elastic work may use the slots meanwhile
         res = keep(c, g, rs, owed)
-        if rs.held < rs.min:  # still waiting (not granted what was kept)
+        if rs.held >= rs.min:
+            s.protected.add(rs.spec.id)  # started beyond its share, maybe: runs to its end
+        else:  # still waiting (not granted what was kept)
             res.planned_start = start
             res.extra = extra
             s.reservations[g] = res
@@ -211,8 +221,8 @@ def absorbs(c, rs: RequestState) -> bool:
     first one there is what counts)."""
     if rs.spec.walltime is not None and c.reserved:
         return False
-    if rs.min <= 0:
-        return True
+    if rs.min <= 0:  # elastic: it could run on slots kept for a reservation
+        return not any(r.kept for g, r in c.s.reservations.items() if g in rs.groups)
     leaf = rs.spec.consumer
     ahead = [o for o in _waiting_rigid(c.s) if o is not rs and o.spec.consumer == leaf and o.order < rs.order]
     return all(any(g in o.groups and _fits(c, o, g) for o in ahead) for g in rs.groups)

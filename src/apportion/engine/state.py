@@ -234,6 +234,8 @@ class ClusterState:
         self.rigid: dict[str, RequestState] = {}
         self.reservations: dict[str, Any] = {}
         self.started: dict[str, float] = {}
+        self.protected: set[str] = set()  # requests started through a reservation: no fairness reclaim
+        self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
@@ -482,6 +484,7 @@ class ClusterState:
         del self.requests_of[rs.spec.consumer][rid]
         self.rigid.pop(rid, None)
         self.started.pop(rid, None)
+        self.protected.discard(rid)
 
     # -- allocations --------------------------------------------------------
     def add(self, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
