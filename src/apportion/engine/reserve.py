@@ -7,9 +7,10 @@ consumer deserves. So, in each resource group, one waiting rigid request has a
 *reservation*, as a batch scheduler's highest-priority job does (Slurm's backfill
 scheduler; the EASY backfilling of the Argonne SP scheduler):
 
-- which: the first waiting rigid request (arrival order) of the consumer furthest
-  below what it deserves in the group (deserved less held; ties: the earlier
-  request, then plan order). Only a request that can ever start there has one: its
+- which: the first waiting wide rigid request (arrival order; a min above one
+  instance: a min of one instance starts with any instance that comes free) of the
+  consumer furthest below what it deserves in the group (deserved less held; ties:
+  the earlier request, then plan order). Only a request that can ever start there has one: its
   min fits the group's hosts taking work and every ``max`` above it, and its
   consumer may draw from a share pool;
 - what it does: the share-pool slots of the group that are idle are kept for it,
@@ -60,9 +61,10 @@ class Reservation:
 
 
 def _waiting_rigid(s: ClusterState) -> list[RequestState]:
-    """The rigid requests that have not started, in arrival order."""
-    return sorted((rs for rs in s.rigid.values() if rs.held < rs.min and rs.held < rs.max),
-                  key=lambda rs: rs.order)
+    """The wide rigid requests (a min above one instance) that have not started, in
+    arrival order: those ``choose`` looks at."""
+    return sorted((rs for rs in s.rigid.values() if rs.held < rs.min and rs.held < rs.max
+                   and rs.min > rs.spec.order), key=lambda rs: rs.order)
 
 
 def _fits(c, rs: RequestState, g: str) -> bool:
@@ -90,21 +92,39 @@ def _deficit(c, leaf: str, g: str) -> int:
 def choose(c) -> dict[str, RequestState]:
     """Group -> the request that has its reservation this cycle (none: no entry)."""
     s = c.s
-    waiting = _waiting_rigid(s)
-    if not waiting:
+    per_leaf: dict[str, list[RequestState]] = {}  # leaf -> its wide requests not started
+    for rs in s.rigid.values():
+        # a min of one instance starts with any instance that comes free: only wider
+        # ones wait for slots to come free together
+        if rs.held < rs.min and rs.held < rs.max and rs.min > rs.spec.order:
+            lst = per_leaf.get(rs.spec.consumer)
+            if lst is None:
+                per_leaf[rs.spec.consumer] = [rs]
+            else:
+                lst.append(rs)
+    if not per_leaf:
         return {}
+    for lst in per_leaf.values():
+        if len(lst) > 1:
+            lst.sort(key=lambda rs: rs.order)  # arrival order
     chosen: dict[str, RequestState] = {}
     taken: set[str] = set()
     index = s.consumers
     for g in s.group_names:
+        v = c.views.get(g)
+        if v is None:
+            continue
+        settings = v.settings
         best = None
-        seen: set[str] = set()  # leaves whose first request that fits here was looked at
-        for rs in waiting:
-            leaf = rs.spec.consumer
-            if leaf in seen or g not in rs.groups or not _fits(c, rs, g):
+        for leaf, lst in per_leaf.items():
+            if leaf not in settings:
                 continue
-            seen.add(leaf)
-            if rs.spec.id in taken or c._below_max(leaf, g, c.views[g]) < rs.min - rs.held:
+            for rs in lst:  # its first request that fits here
+                if g in rs.groups and _fits(c, rs, g):
+                    break
+            else:
+                continue
+            if rs.spec.id in taken or c._below_max(leaf, g, v) < rs.min - rs.held:
                 continue  # kept elsewhere, or a max above it is full of its running work
             key = (-_deficit(c, leaf, g), rs.seq, index[leaf].index)
             if best is None or key < best[0]:
@@ -223,6 +243,8 @@ def absorbs(c, rs: RequestState) -> bool:
         return False
     if rs.min <= 0:  # elastic: it could run on slots kept for a reservation
         return not any(r.kept for g, r in c.s.reservations.items() if g in rs.groups)
+    if rs.min <= rs.spec.order:
+        return True  # a min of one instance: never a reservation
     leaf = rs.spec.consumer
     ahead = [o for o in _waiting_rigid(c.s) if o is not rs and o.spec.consumer == leaf and o.order < rs.order]
     return all(any(g in o.groups and _fits(c, o, g) for o in ahead) for g in rs.groups)
