@@ -243,3 +243,32 @@ def test_reservations_do_not_stop_cycles_being_cut_short():
     granted = [{g.request for g in step[0]} for step in quiet[::2]]
     # a3 (no walltime) may not take the slots kept for b1: it starts beside b1 only
     assert granted[1] == granted[2] == set() and granted[3] == {"b1", "a3"}
+
+
+# -- fair over time -------------------------------------------------------------------
+
+
+def _turns(half_life):
+    """A's wide job starts first (its request came first) and runs beyond A's share;
+    then each asks wide again, A first: who has the next reservation?"""
+    plan = make_plan({"/A": {}, "/B": {}}, hosts=1, slots=8, policy=Policy(usage_half_life=half_life))
+    s = Sim(plan).req("a1", "/A", 6, min=6).req("b1", "/B", 6, min=6).settle()
+    assert s.e.report().requests["a1"] == {"h1": 6}
+    s.at(100)
+    s.e.release("a1")
+    s.req("a2", "/A", 6, min=6).at(101)  # b1 starts; a2 waits
+    assert s.e.report().requests["b1"] == {"h1": 6}
+    s.req("a3", "/A", 6, min=6).req("b2", "/B", 6, min=6).at(102)
+    s.e.release("b1")
+    s.at(103)
+    return s
+
+
+def test_use_beyond_the_share_is_repaid_with_a_half_life():
+    # without it, a2 (first in arrival order, A and B equally below their share) is next
+    s = _turns(None)
+    assert s.e.report().requests["a2"] == {"h1": 6}
+    # with it, A stood 2 slots above its share for 100 s (a1), B for 2 s (b1): B goes first
+    s = _turns(3600.0)
+    assert s.e.report().requests["b2"] == {"h1": 6} and s.e.report().requests["a2"] == {}
+    assert s.e.state.debt["/A"] > s.e.state.debt["/B"] > 0

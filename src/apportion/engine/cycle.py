@@ -32,7 +32,7 @@ from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
 from apportion.engine.placement import choose_among, choose_hosts
-from apportion.engine import reserve
+from apportion.engine import reserve, usage
 from apportion.engine.rigid import ReclaimGuard
 from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
@@ -172,6 +172,8 @@ class Cycle:
         self.want0 = frozenset(self.want)
         if s.reservations:
             s.reservations = {}
+        if self.policy.usage_half_life is not None:
+            usage.account(s, self.views, self.now, self.policy.usage_half_life)
         if s.rigid:
             self.reserved = reserve.choose(self)
         if self.want:
@@ -1538,6 +1540,8 @@ class QuietRecord:
         s = c.s
         if d or s.futile_at == s.epoch or s.lost:
             return None
+        if c.policy.usage_half_life is not None and s.rigid:
+            return None  # debts move with the clock alone, and with them who has a reservation
         return cls(c)
 
     def still_quiet(self, s: ClusterState, now: float) -> bool:

@@ -123,6 +123,9 @@ class Policy:
     reclaim_before_borrow: bool = False
     share_pool_reclaim: bool = True
     reclaim_for_preference: bool = False
+    # seconds: use beyond a consumer's share decays with this half-life and puts its
+    # next reservations behind the others' (engine/usage.py); None: not counted
+    usage_half_life: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ consumer deserves. So, in each resource group, one waiting rigid request has a
 *reservation*, as a batch scheduler's highest-priority job does (Slurm's backfill
 scheduler; the EASY backfilling of the Argonne SP scheduler):
 
-- which: the first waiting wide rigid request (arrival order; a min above one
+- which (fair over time: engine/usage.py counts use beyond the share, and a
+  consumer's debt is taken off what it is below its share): the first waiting wide rigid request (arrival order; a min above one
   instance: a min of one instance starts with any instance that comes free) of the
   consumer furthest below what it deserves in the group (deserved less held; ties:
   the earlier request, then plan order). Only a request that can ever start there has one: its
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from apportion.engine import backfill
+from apportion.engine import backfill, usage
 from apportion.engine.rigid import pool_idle
 from apportion.engine.state import ClusterState, RequestState, pool_source
 
@@ -81,12 +82,8 @@ def _fits(c, rs: RequestState, g: str) -> bool:
 
 def _deficit(c, leaf: str, g: str) -> int:
     """What ``leaf`` deserves in ``g`` less what it holds there."""
-    v = c.views[g]
-    d = v.own_part.get(leaf, 0)
-    for owner in v.gp.pools_of[leaf]:
-        d += v.deserved_pool.get(owner, {}).get(leaf, 0)
     u = c.s.usage_in[g].get(leaf)
-    return d - (u.held if u is not None else 0)
+    return usage.deserved_of(c.views[g], leaf) - (u.held if u is not None else 0)
 
 
 def choose(c) -> dict[str, RequestState]:
@@ -110,6 +107,7 @@ def choose(c) -> dict[str, RequestState]:
     chosen: dict[str, RequestState] = {}
     taken: set[str] = set()
     index = s.consumers
+    half_life = c.policy.usage_half_life
     for g in s.group_names:
         v = c.views.get(g)
         if v is None:
@@ -126,7 +124,7 @@ def choose(c) -> dict[str, RequestState]:
                 continue
             if rs.spec.id in taken or c._below_max(leaf, g, v) < rs.min - rs.held:
                 continue  # kept elsewhere, or a max above it is full of its running work
-            key = (-_deficit(c, leaf, g), rs.seq, index[leaf].index)
+            key = (usage.debt_slots(s, leaf, half_life) - _deficit(c, leaf, g), rs.seq, index[leaf].index)
             if best is None or key < best[0]:
                 best = (key, rs)
         if best is not None:

@@ -236,6 +236,8 @@ class ClusterState:
         self.started: dict[str, float] = {}
         self.protected: set[str] = set()  # requests started through a reservation: no fairness reclaim
         self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
+        self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)
+        self.debt_at: float | None = None  # the time the debts stand at
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
