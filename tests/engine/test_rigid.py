@@ -186,10 +186,11 @@ def timed_cases(draw):
     for k in range(draw(st.integers(1, 25))):
         batch = []
         for j in range(draw(st.integers(0, 3))):
-            mx = draw(st.integers(1, 10))
-            lo = draw(st.sampled_from([0, 1, mx, mx]))
+            order = draw(st.sampled_from([1, 1, 1, 2]))
+            mx = max(order, draw(st.integers(1, 10)) // order * order)
+            lo = draw(st.sampled_from([0, order, mx, mx]))
             wall = draw(st.sampled_from([None, None, 2.0, 5.0, 30.0]))
-            batch.append(("submit", f"r{k}.{j}", draw(st.sampled_from(sorted(cons))), mx, lo, wall))
+            batch.append(("submit", f"r{k}.{j}", draw(st.sampled_from(sorted(cons))), mx, lo, wall, order))
         if draw(st.booleans()):
             batch.append(("end", draw(st.integers(0, 1000))))
         script.append((draw(st.sampled_from([0.0, 1.0, 1.0, 3.0])), batch))
@@ -203,7 +204,8 @@ def _play(plan, script, skip: bool):
         t += dt
         for ev in batch:
             if ev[0] == "submit":
-                e.submit(Request(ev[1], ev[2], max=ev[3], min=ev[4], seq=seq, walltime=ev[5]))
+                e.submit(Request(ev[1], ev[2], max=ev[3], min=ev[4], seq=seq, walltime=ev[5],
+                                 order=ev[6] if len(ev) > 6 else 1))
                 seq += 1
             else:
                 # work past its walltime ends; else one running request, chosen by the script

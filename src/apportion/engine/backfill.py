@@ -113,29 +113,59 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
 def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:
     """When the slots of elastic work on kept slots, with the idle ones and what it
     holds, make up the reservation's min: reclaim them for it (newest first, each
-    with its holder's grace). Only slots on hosts it may use count."""
+    with its holder's grace). Only slots on hosts it may use count, in whole
+    instances with the free slots there."""
     s = c.s
     fill = {aid: a for aid, a in s.fill.get(g, {}).items() if s.allocs.get(aid) is a and a.reclaim is None}
     s.fill[g] = fill
     leaf = reserved.spec.consumer
-    need = reserved.min - reserved.held - free_now - s.incoming.get(leaf, 0)
-    if not fill or need <= 0:
+    if not fill or reserved.min - reserved.held - free_now - s.incoming.get(leaf, 0) <= 0:
         return
     req = reserved.spec
+    order = req.order
     hosts = s.hosts
-    usable = [a for a in fill.values() if hosts[a.host].takes_work
-              and (req.requirement is None or req.requirement(hosts[a.host].host))]
-    if sum(a.slots for a in usable) < need:
+    on_host: dict[str, list] = {}  # host -> the elastic work there, newest first
+    for a in sorted(fill.values(), key=lambda a: -a.id):
+        h = hosts[a.host]
+        if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+            on_host.setdefault(a.host, []).append(a)
+    coming: dict[str, int] = {}
+    for a in s.reclaim_for.get(leaf, {}).values():
+        coming[a.host] = coming.get(a.host, 0) + a.slots
+    members = s.groups[g].rank
+    names = {x for x in s.with_free if x in members} | set(coming) | set(on_host)
+    have = ready = reserved.held
+    plan: list[tuple] = []  # (slots of instances gained, [(allocation, slots)]) per host
+    for name in sorted(names, key=members.get):
+        h = hosts[name]
+        if not h.takes_work or (req.requirement is not None and not req.requirement(h.host)):
+            continue
+        base = h.free + coming.get(name, 0)
+        extra = sum(a.slots for a in on_host.get(name, ()))
+        whole = (base + extra) // order * order
+        have += whole
+        ready += base // order * order
+        take = max(0, whole - base)  # what of the elastic work completes instances here
+        if whole > base // order * order:
+            marks = []
+            for a in on_host.get(name, ()):
+                if take <= 0:
+                    break
+                marks.append((a, min(a.slots, take)))
+                take -= min(a.slots, take)
+            plan.append((whole - base // order * order, marks))
+    if have < reserved.min:
         return  # not ready yet: the elastic work runs on
+    need = reserved.min - ready
     settings = c.views[g].settings
-    for a in sorted(usable, key=lambda a: -a.id):
+    reason = "reservation ready: work on its slots gives way"
+    for gain, marks in plan:
         if need <= 0:
             break
-        take = min(a.slots, need)
-        deadline = c.now + settings[a.consumer].grace
-        reason = "reservation ready: work on its slots gives way"
-        b = s.mark(a, take, PendingReclaim(deadline, leaf, reason))
-        c.d.reclaims.append(Reclaim(b.request, b.consumer, g, b.host, take, deadline, leaf, reason))
-        need -= take
-        if leaf in c.want:
-            c.want[leaf] -= take
+        for a, take in marks:
+            deadline = c.now + settings[a.consumer].grace
+            b = s.mark(a, take, PendingReclaim(deadline, leaf, reason))
+            c.d.reclaims.append(Reclaim(b.request, b.consumer, g, b.host, take, deadline, leaf, reason))
+            if leaf in c.want:
+                c.want[leaf] -= take
+        need -= gain

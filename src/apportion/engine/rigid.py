@@ -37,6 +37,30 @@ def reach_now(c, rs: RequestState) -> int:
     return rs.held + s.incoming.get(rs.spec.consumer, 0) + sum(s.groups[g].open_free for g in rs.groups)
 
 
+def reach_placed(c, rs: RequestState) -> int:
+    """``reach_now`` where slots count only as whole instances on hosts the request
+    may use: per open host of its groups, its free slots and the slots being
+    reclaimed there for its consumer, in whole instances of ``order``."""
+    req = rs.spec
+    if req.order == 1 and req.requirement is None:
+        return reach_now(c, rs)
+    s = c.s
+    coming: dict[str, int] = {}
+    for a in s.reclaim_for.get(req.consumer, {}).values():
+        coming[a.host] = coming.get(a.host, 0) + a.slots
+    names: set[str] = set(coming)
+    for g in rs.groups:
+        members = s.groups[g].rank
+        names.update(h for h in s.with_free if h in members)
+    order = req.order
+    total = 0
+    for name in names:
+        h = s.hosts[name]
+        if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+            total += (h.free + coming.get(name, 0)) // order * order
+    return rs.held + total
+
+
 def could_reclaim(c, leaf: str, rs: RequestState, g: str, v,
                   quotas: dict[str, dict[str, int]], owners, parent_mode: bool) -> int:
     """An upper bound of what phase 6 could mark for ``rs`` in ``g``: in each pool, the
@@ -86,7 +110,7 @@ class ReclaimGuard:
         """After the phase served the request: if what was marked still leaves it
         below its min, the marks are called off (before any decision leaves the cycle)."""
         c, rs = self.c, self.rs
-        if reach_now(c, rs) >= rs.min or len(c.d.reclaims) == self.n_reclaims:
+        if len(c.d.reclaims) == self.n_reclaims or reach_placed(c, rs) >= rs.min:
             return
         s = c.s
         mine = s.reclaim_for.get(self.leaf, {})
