@@ -274,3 +274,28 @@ def test_use_beyond_the_share_is_repaid_with_a_half_life():
     s = _turns(3600.0)
     assert s.e.report().requests["b2"] == {"h1": 6} and s.e.report().requests["a2"] == {}
     assert s.e.state.debt["/A"] > s.e.state.debt["/B"] > 0
+
+
+def test_twenty_consumers_each_asking_wider_than_its_share_all_finish():
+    # 64 slots, 20 consumers of ratio 1 (a share of 3.2 each), each with two rigid jobs
+    # of 10 slots that run 10 s: under shares alone none would ever start. With
+    # reservations they start in turn, six at a time, and all finish
+    leaves = {f"/t{i:02d}": {"share_ratio": 1} for i in range(20)}
+    s = Sim(make_plan(leaves, hosts=4, slots=16))
+    for leaf in leaves:
+        for k in range(2):
+            s.req(f"{leaf[1:]}.{k}", leaf, 10, min=10, walltime=10.0)
+    s.settle()
+    started: dict[str, float] = {}
+    t = 0.0
+    while len(started) < 40 and t < 200:
+        for rid, t0 in s.e.state.started.items():
+            started.setdefault(rid, t0)
+        for rid, t0 in list(s.e.state.started.items()):
+            if t0 + 10.0 <= t:
+                s.e.release(rid)
+        t += 1.0
+        s.at(t)
+    assert len(started) == 40, sorted(set(s.e.state.requests) - set(started))
+    assert max(started.values()) <= 70.0  # 7 rounds of 10 s: 6 jobs of 10 fit in 64 slots
+    assert s.reclaims() == []
