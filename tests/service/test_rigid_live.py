@@ -58,3 +58,50 @@ def test_two_rigid_jobs_run_in_turn_and_none_is_ended_for_nothing(tmp_path):
     finally:
         agent.kill()
         m.proc.kill()
+
+
+PLAN_20 = "resource_groups:\n  - {name: all, select: \"select(slots > 0)\"}\nconsumers:\n" + "".join(
+    f"  - {{path: /t{i:02d}, share_ratio: 1, grace: 2}}\n" for i in range(20))
+
+
+def test_twenty_consumers_each_asking_wider_than_its_share_all_complete(tmp_path):
+    # 64 slots on four hosts; twenty consumers (a share of 3.2 each) each ask for 10
+    # slots at once. Each job runs a process on its 10 slots and is ended once it
+    # runs; every one starts in its turn, and none is ended by a reclaim
+    m = start_master(tmp_path / "m", PLAN_20)
+    agents = [start_agent(m, f"h{i}", tmp_path / f"h{i}", slots=16) for i in range(4)]
+    try:
+        with m.http() as c:
+            wait_until(lambda: sum(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]) == 4, 30,
+                       "four hosts up")
+            ids: dict[int, int] = {}  # allocation -> client
+            for i in range(20):
+                cl = c.post("/v1/clients", json={"name": f"app{i}", "consumer": f"/t{i:02d}"}).json()["id"]
+                got = c.post("/v1/allocations", json={"client": cl, "consumer": f"/t{i:02d}", "group": "all",
+                                                      "min": 10, "max": 10})
+                assert got.status_code == 201, got.text
+                ids[got.json()["id"]] = cl
+            done: set[int] = set()
+
+            def a_job_ran() -> bool:
+                for aid in sorted(set(ids) - done):
+                    hosts = c.get(f"/v1/allocations/{aid}").json()["hosts"]
+                    if sum(hosts.values()) == 10:
+                        host, n = max(hosts.items(), key=lambda kv: kv[1])
+                        act = c.post(f"/v1/allocations/{aid}/activities",
+                                     json={"host": host, "argv": SLEEPER, "slots": n}).json()["id"]
+                        wait_until(lambda: c.get(f"/v1/activities/{act}").json()["state"] == "running", 20,
+                                   f"the job of allocation {aid}")
+                        assert c.delete(f"/v1/allocations/{aid}").status_code == 204
+                        done.add(aid)
+                        return True
+                return False
+
+            while len(done) < 20:
+                wait_until(a_job_ran, 30, f"one more job to run ({len(done)} of 20 so far)")
+            for aid, cl in ids.items():
+                assert [e for e in events(c, cl) if e["type"] == "reclaim"] == [], aid
+    finally:
+        for a in agents:
+            a.kill()
+        m.proc.kill()
