@@ -228,8 +228,8 @@ class ClusterState:
         # (request, host) -> [group, pool owner, slots] of fenced slots that came from a
         # share pool: they still count in that pool, so nobody is served past it meanwhile
         self.fence_pool: dict[tuple[str, str], list] = {}
-        # the rigid policy's books (engine/reserve.py): open requests with a min or a
-        # walltime; group -> the reservation in force; request -> when it started
+        # the rigid policy's books (engine/reserve.py): open requests with a min above
+        # one instance or a walltime; group -> the reservation in force; request -> when it started
         # (requests with a walltime: when they will end)
         self.rigid: dict[str, RequestState] = {}
         self.reservations: dict[str, Any] = {}
@@ -432,7 +432,7 @@ class ClusterState:
         self.recent.append(rs)
         self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet)
-        if req.min > 0 or req.walltime is not None:
+        if req.min > req.order or req.walltime is not None:
             self.rigid[req.id] = rs
 
     def change_request(self, rid: str, min_slots: int | None = None, max_slots: int | None = None) -> None:
@@ -470,7 +470,7 @@ class ClusterState:
                     excess -= take
         self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet - before)
-        if rs.min > 0 or rs.spec.walltime is not None:
+        if rs.min > rs.spec.order or rs.spec.walltime is not None:
             self.rigid[rid] = rs
         else:
             self.rigid.pop(rid, None)
