@@ -78,6 +78,8 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
     would keep: consumers by their oldest waiting request (first come first served,
     as the surplus phase), each its elastic requests in arrival order."""
     s, want, v = c.s, c.want, c.views[g]
+    if s.groups[g].open_free <= owed:
+        return  # no idle slot to lend
     books = s.wanting_of
     leaves = [x for x, n in want.items() if n > 0 and x in v.settings and books.get(x)]
     if not leaves:

@@ -40,7 +40,8 @@ def reach_now(c, rs: RequestState) -> int:
 def reach_placed(c, rs: RequestState) -> int:
     """``reach_now`` where slots count only as whole instances on hosts the request
     may use: per open host of its groups, its free slots and the slots being
-    reclaimed there for its consumer, in whole instances of ``order``."""
+    reclaimed there for its consumer, in whole instances of ``order`` (counted only
+    as far as its min: whether it gets there is what callers ask)."""
     req = rs.spec
     if req.order == 1 and req.requirement is None:
         return reach_now(c, rs)
@@ -53,12 +54,14 @@ def reach_placed(c, rs: RequestState) -> int:
         members = s.groups[g].rank
         names.update(h for h in s.with_free if h in members)
     order = req.order
-    total = 0
+    total = rs.held
     for name in names:
         h = s.hosts[name]
         if h.takes_work and (req.requirement is None or req.requirement(h.host)):
             total += (h.free + coming.get(name, 0)) // order * order
-    return rs.held + total
+            if total >= rs.min:
+                break  # enough: the caller asks whether it reaches its min
+    return total
 
 
 def could_reclaim(c, leaf: str, rs: RequestState, g: str, v,
@@ -110,7 +113,9 @@ class ReclaimGuard:
         """After the phase served the request: if what was marked still leaves it
         below its min, the marks are called off (before any decision leaves the cycle)."""
         c, rs = self.c, self.rs
-        if len(c.d.reclaims) == self.n_reclaims or reach_placed(c, rs) >= rs.min:
+        if len(c.d.reclaims) == self.n_reclaims:
+            return
+        if reach_now(c, rs) >= rs.min and reach_placed(c, rs) >= rs.min:  # the first bounds the second
             return
         s = c.s
         mine = s.reclaim_for.get(self.leaf, {})
