@@ -299,3 +299,4 @@ def test_twenty_consumers_each_asking_wider_than_its_share_all_finish():
     assert len(started) == 40, sorted(set(s.e.state.requests) - set(started))
     assert max(started.values()) <= 70.0  # 7 rounds of 10 s: 6 jobs of 10 fit in 64 slots
     assert s.reclaims() == []
+
