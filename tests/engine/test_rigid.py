@@ -75,18 +75,19 @@ def test_two_wide_jobs_under_equal_shares_start_in_turn():
 
 
 def test_work_started_through_a_reservation_is_not_reclaimed_for_fairness():
-    # b starts beyond its share (6 of 8, deserving 4) through its reservation; A's
-    # elastic work that comes next waits for it to end instead of ending it
-    s = _two_on_one_host().req("a", "/A", 6, min=6).req("b", "/B", 6, min=6).settle()
+    # a's end starts b through its reservation, beyond B's share (A still wants 6 with
+    # a2: 4 each): A's elastic work that comes next waits for b to end instead of
+    # ending it (it runs on the 2 slots kept for a2 meanwhile)
+    s = _two_on_one_host().req("a", "/A", 6, min=6).req("b", "/B", 6, min=6).req("a2", "/A", 6, min=6).settle()
     s.e.release("a")
     s.at(5)
     assert s.e.report().requests["b"] == {"h1": 6}
     s.req("e", "/A", 8).at(6)
     s.at(100)
-    assert s.reclaims() == [] and s.e.report().requests == {"b": {"h1": 6}, "e": {"h1": 2}}
+    assert s.reclaims() == [] and s.e.report().requests == {"b": {"h1": 6}, "a2": {}, "e": {"h1": 2}}
     s.e.release("b")
     s.at(101)
-    assert s.e.report().requests == {"e": {"h1": 8}}
+    assert s.e.report().requests == {"a2": {"h1": 6}, "e": {"h1": 2}}
 
 
 def test_slots_are_kept_for_the_reservation_as_they_come_free():
@@ -300,3 +301,16 @@ def test_twenty_consumers_each_asking_wider_than_its_share_all_finish():
     assert max(started.values()) <= 70.0  # 7 rounds of 10 s: 6 jobs of 10 fit in 64 slots
     assert s.reclaims() == []
 
+
+
+def test_within_a_consumer_first_come_first_served_holds():
+    # one consumer: a wide job waiting behind a narrow one has no reservation that
+    # would keep the slots from it: when 4 slots free up, the narrow one starts first
+    s = Sim(make_plan({"/A": {}}, hosts=1, slots=8))
+    s.req("a1", "/A", 4, min=4).req("a2", "/A", 4, min=4).req("n1", "/A", 1, min=1).req("w", "/A", 6, min=6)
+    s.settle()
+    assert s.e.report().requests["n1"] == {} and s.e.report().reservations == []
+    s.e.release("a1")
+    s.at(1)
+    assert s.e.report().requests["n1"] == {"h1": 1} and s.e.report().requests["w"] == {}
+    assert [r.request for r in s.e.report().reservations] == ["w"]

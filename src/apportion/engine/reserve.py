@@ -20,7 +20,7 @@ scheduler; the EASY backfilling of the Argonne SP scheduler):
   its min, it is granted them and starts. Nothing is reclaimed for it beyond its
   share: it waits for slots to come free, as a batch job does. Slots freed by a
   reclaim just completed go to the reclaim's beneficiary first, not to a reservation.
-  Once started, it runs to its end: no reclaim for fairness takes its slots
+  Once started beyond its share, it runs to its end: no reclaim for fairness takes its slots
   (``ClusterState.protected``; a pool that shrank, a max lowered or an owner still may);
 - when: with the ends of the running work that has a ``walltime`` (started at a
   known time), the *planned start* is the time when enough of them will have ended
@@ -86,6 +86,22 @@ def _deficit(c, leaf: str, g: str) -> int:
     return usage.deserved_of(c.views[g], leaf) - (u.held if u is not None else 0)
 
 
+def _behind_narrow(s: ClusterState, rs: RequestState) -> bool:
+    """Whether an earlier request of ``rs``'s consumer that has not started waits
+    for a min of one instance: it starts with the next instance that comes free,
+    and slots kept for ``rs`` would only hold it up (first come first served
+    within a consumer)."""
+    book = s.wanting_of.get(rs.spec.consumer)
+    if not book:
+        return False
+    for other in book.values():
+        if other is rs or other.order > rs.order:
+            return False
+        if 0 < other.min and other.held < other.min:
+            return True
+    return False
+
+
 def choose(c) -> dict[str, RequestState]:
     """Group -> the request that has its reservation this cycle (none: no entry)."""
     s = c.s
@@ -122,6 +138,8 @@ def choose(c) -> dict[str, RequestState]:
                     break
             else:
                 continue
+            if _behind_narrow(s, rs):
+                continue  # its consumer's earlier rigid request of one instance goes first
             if rs.spec.id in taken or c._below_max(leaf, g, v) < rs.min - rs.held:
                 continue  # kept elsewhere, or a max above it is full of its running work
             key = (usage.debt_slots(s, leaf, half_life) - _deficit(c, leaf, g), rs.seq, index[leaf].index)
@@ -214,7 +232,8 @@ def run(c, freed: list[tuple[str, str, int]]) -> None:
             backfill.fill_elastic(c, g, rs, owed)  # not ready: elastic work may use the slots meanwhile
         res = keep(c, g, rs, owed)
         if rs.held >= rs.min:
-            s.protected.add(rs.spec.id)  # started beyond its share, maybe: runs to its end
+            if _deficit(c, leaf, g) < 0:
+                s.protected.add(rs.spec.id)  # started beyond its share: it runs to its end
         else:  # still waiting (not granted what was kept)
             res.planned_start = start
             res.extra = extra
