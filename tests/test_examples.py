@@ -102,6 +102,7 @@ def test_the_examples_are_the_ones_tested_here():
         "13-ducc-classes-reservations-fixed.yaml",
         "14-ducc-nodes-vary-off-and-dead.yaml",
         "20-host-ownership.yaml",
+        "21-rigid-reservations-and-backfill.yaml",
     ]
 
 
@@ -360,6 +361,26 @@ def test_09_placement_and_gang_requests():
     assert held(s[20], "/A", group="Stacked") == [6]
     assert hosts(s[30], "gang") == {"s1": 4}
     assert held(s[30], "/A", "/B", group="Stacked") == [4, 4]
+
+
+# -- 21 ---------------------------------------------------------------------------------
+
+
+def test_21_rigid_work_reservation_and_backfill():
+    s = solve("21-rigid-reservations-and-backfill.yaml")
+    held_of = {t: {rid: r["held"] for rid, r in snap["requests"].items()} for t, snap in s.items()}
+    # b1 cannot start on its share: nothing is reclaimed from a1, which runs on
+    assert all(snap["reclaiming"] == [] and snap["decisions"]["reclaims"] == 0 for snap in s.values())
+    assert held_of[10] == {"a1": 6, "b1": 0}
+    [r] = s[10]["reservations"]
+    assert (r["request"], r["kept"], r["planned_start"]) == ("b1", {"h1": 2}, 100.0)
+    assert s[20]["reservations"][0]["request"] == "b1"  # a2 waits behind it
+    assert held_of[30]["s1"] == 2  # backfilled: it ends (80) before b1's planned start
+    assert held_of[80] == {"a1": 6, "b1": 0, "a2": 0}
+    assert held_of[100] == {"b1": 6, "a2": 0}  # b1 starts beyond its share of 4
+    [r] = s[100]["reservations"]
+    assert (r["request"], r["planned_start"]) == ("a2", 200.0)
+    assert held_of[200] == {"a2": 6} and "reservations" not in s[200]
 
 
 # -- 10 ---------------------------------------------------------------------------------

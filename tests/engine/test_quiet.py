@@ -198,19 +198,20 @@ def test_a_backlog_of_wide_rigid_jobs_is_held_back_by_the_short_path(monkeypatch
 
     plan = make_plan({"/a": {"share_ratio": 1}, "/b": {"share_ratio": 1}, "/c": {"share_ratio": 1}},
                      hosts=2, slots=6, policy=Policy(share_pool_reclaim=False))
-    # /a and /b each want 10 of 12 slots at once (a rigid job each): neither can have
-    # them while the others wait too. /c deserves 4: its first job (two instances of 3)
-    # gets one instance held back, and the slot left goes to its second job
+    # /a and /b each want 10 of 12 slots at once (a rigid job each), far beyond their
+    # share of 4. /a's, the first, has the reservation (engine/reserve.py) and starts at
+    # once; /b's is held back by the short path with the 2 slots left, and has the
+    # reservation next: it starts when /a's job ends
     script = [(0.0, [("submit", "a1", "/a", 10, 10), ("submit", "b1", "/b", 10, 10),
                      ("submit", "c1", "/c", 6, 6, (), 3), ("submit", "c2", "/c", 1, 1)]),
               (1.0, [("submit", "a2", "/a", 1, 1)]), (1.0, [("end", 0)]), (1.0, [])]
     monkeypatch.setattr(Cycle, "_hold_first", counting)
     held = _run_held(plan, script, True, monkeypatch)
-    assert {"/a", "/b", "/c"} <= set(taken)
+    assert "/b" in taken
     plain = _run_held(plan, script, False, monkeypatch)
     assert plain == held
-    granted = {g.request for step in held[0][::2] for g in step[0]}
-    assert "c2" in granted and not {"a1", "b1", "c1"} & granted
+    granted = [{g.request for g in step[0]} for step in held[0][::2]]
+    assert granted[0] == {"a1"} and granted[2] == {"b1", "a2", "c2"}
 
 
 @st.composite

@@ -56,6 +56,15 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
             for r in snap["reclaiming"]:
                 t.add_row(r["request"], r["host"], str(r["slots"]), _fmt_time(r["deadline"]), r["for"])
             print_table(console, t)
+        if snap.get("reservations"):
+            t = Table(title="reservations (rigid requests waiting for their min)", title_justify="left")
+            for col in ("request", "consumer", "group", "min", "kept", "planned start"):
+                t.add_column(col)
+            for r in snap["reservations"]:
+                start = "unknown" if r["planned_start"] is None else _fmt_time(r["planned_start"])
+                t.add_row(r["request"], r["consumer"], r["group"], str(r["min"]),
+                          " ".join(f"{h}:{n}" for h, n in r["kept"].items()) or "-", start)
+            print_table(console, t)
         if snap.get("removed_by_plan"):
             console.print("[bold yellow]removed by the new plan:[/] " + "; ".join(
                 f"{x['request']}@{x['host']} ({x['slots']}): {x['reason']}" for x in snap["removed_by_plan"]),

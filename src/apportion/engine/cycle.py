@@ -32,6 +32,8 @@ from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.index import UNSET, GroupPlan, rank_key
 from apportion.engine.model import ROOT, GroupSettings, Request
 from apportion.engine.placement import choose_among, choose_hosts
+from apportion.engine import reserve, usage
+from apportion.engine.rigid import ReclaimGuard
 from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import (
     OWN,
@@ -146,6 +148,11 @@ class Cycle:
         # (_plain_phase3): cut_short
         self.settle_quiet = False
         self.cut_short = False
+        # the rigid policy (engine/reserve.py): group -> the request with a reservation
+        # this cycle; (group, beneficiary, slots) of the reclaims completed at its start
+        self.reserved: dict[str, RequestState] = {}
+        self.freed: list[tuple[str, str, int]] = []
+        self.keeping: frozenset[str] = frozenset()  # leaves with slots kept: no reclaim victims
 
     # ------------------------------------------------------------------
     def run(self) -> Decisions:
@@ -163,13 +170,31 @@ class Cycle:
                 if n > 0:
                     self.want[leaf] = n
         self.want0 = frozenset(self.want)
+        if s.reservations:
+            s.reservations = {}
+        if self.policy.usage_half_life is not None:
+            usage.account(s, self.views, self.now, self.policy.usage_half_life)
+        if s.rigid:
+            self.reserved = reserve.choose(self)
         if self.want:
+            # reservations come after the owners' own slots (phase 2), before the share
+            # pools: where nobody owns slots phase 2 has nothing to do, and they come
+            # first, before the sums of _plain_phase3 are worked out
+            early = bool(self.reserved) and not any(v.gp.owners for v in self.views.values())
+            if early:
+                self._reserve()
             steps = self._plain_phase3() if self.settle_quiet else None
             if steps is not None:
                 self._apply_plain(steps)
+                if self.reserved:
+                    self._enforce_min()  # the slots kept are given back, as phase 8 does
                 self.cut_short = True
+                if s.rigid:
+                    reserve.after_cycle(self)
                 return self.d
             self._serve_own()
+            if self.reserved and not early:
+                self._reserve()
             self._serve_pool()
             if self.policy.reclaim_before_borrow:
                 self._reclaim_lent()
@@ -181,8 +206,16 @@ class Cycle:
                 self._reclaim_pool()
             self._surplus()
             self._enforce_min()
+        self.keeping = frozenset()  # slots kept are given back by now
         self._reclaim_overused_pools()
+        if s.rigid:
+            reserve.after_cycle(self)
         return self.d
+
+    def _reserve(self) -> None:
+        """The reservations (engine/reserve.py): backfill, then slots kept or granted."""
+        reserve.run(self, self.freed)
+        self.keeping = frozenset(rs.spec.consumer for rs in self.reserved.values())
 
     def _plain_phase3(self) -> list[tuple[str, RequestState, int, bool]] | None:
         """What phase 3 does, worked out from the views with sums alone, when phases 2
@@ -306,6 +339,7 @@ class Cycle:
             self.d.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots,
                                            "reclaimed: " + a.reclaim.reason))
             self.first.add(a.reclaim.beneficiary)
+            self.freed.append((a.group, a.reclaim.beneficiary, a.slots))
             self.s.remove(a)
 
     def _cancel_unneeded(self) -> None:
@@ -1073,11 +1107,12 @@ class Cycle:
 
     # -- 5. the owner takes its lent slots back --------------------------------
     def _mark(self, victim_leaf: str, g: str, src: str, n: int, beneficiary: str, grace: float,
-              reason: str, req: Request | None = None) -> int:
+              reason: str, req: Request | None = None, fair: bool = False) -> int:
         """Mark up to ``n`` slots that ``victim_leaf`` holds from ``src`` for reclaim,
         newest allocations first (they have done the least work). With ``req`` (what
         the slots are for), only slots the request could use once freed: on hosts
-        matching its requirement where a whole instance would fit."""
+        matching its requirement where a whole instance would fit. ``fair`` (a reclaim
+        for fairness): work started through a reservation is spared (engine/reserve.py)."""
         # slots held back (_hold_back) are never reclaimed: nothing marks a leaf's pool
         # slots before the surplus phase but for being above what it may keep there
         assert (victim_leaf, g, src) not in self._held_back_keys, "a reclaim of slots held back"
@@ -1088,13 +1123,14 @@ class Cycle:
         hosts = self.s.hosts
         plan: list[tuple] = []
         left = n
+        spare = self.s.protected if fair and self.s.protected else None
         # newest first, lazily: the index keeps allocations in the order they came
         if req is None or req.order == 1:
             check = req is not None
             for a in reversed(index.values()):
                 if left <= 0:
                     break
-                if a.reclaim is not None:
+                if a.reclaim is not None or (spare is not None and a.request in spare):
                     continue
                 if check:
                     h = hosts[a.host]
@@ -1127,13 +1163,13 @@ class Cycle:
                 return 0
             by_host: dict[str, list] = {}
             for a in reversed(index.values()):  # newest first; hosts in the order met
-                if a.host in useful:
+                if a.host in useful and (spare is None or a.request not in spare):
                     by_host.setdefault(a.host, []).append(a)
             for host, lst in by_host.items():
                 if left <= 0:
                     break
                 free = hosts[host].free
-                have = have_on[host]
+                have = have_on[host] if spare is None else sum(a.slots for a in lst)
                 inst = min((free + have) // order, (free + left) // order)
                 need = max(0, inst * order - free)
                 for a in lst:
@@ -1211,31 +1247,43 @@ class Cycle:
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
                 q = quotas(v)
-                for owner in short_in[leaf].get(g, ()):
-                    deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
-                    if deficit >= self.want.get(leaf, 0):
-                        self.sensitive.add(leaf)
-                    deficit -= deficit % rs.spec.order  # whole instances only
-                    if deficit <= 0:
-                        continue
-                    src = pool_source(owner)
-                    order = rs.spec.order
-                    plain = rs.spec.requirement is None
-                    # victims that cannot free an instance that large are passed over
-                    no_fit = (self._no_fit, g, order) if plain else None
-                    for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
-                        key = (victim, g, src)
-                        got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
-                                         "share-pool reclaim for fairness", rs.spec)
-                        if got == 0 and plain:
-                            self._no_fit[key] = min(order, self._no_fit.get(key, UNSET))
-                        deficit -= got
-                        self.want[leaf] -= got
-                        if deficit <= 0:
-                            break
+                guard = None
+                if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
+                    guard = ReclaimGuard.open(self, rs, g, v, q, short_in[leaf].get(g, ()), parent_mode)
+                    if guard is None:
+                        return
+                self._reclaim_pool_for(leaf, rs, g, v, q, short_in, parent_mode)
+                if guard is not None:
+                    guard.close()
 
             if short_in:
                 self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
+
+    def _reclaim_pool_for(self, leaf: str, rs: RequestState, g: str, v: GroupView,
+                          q: dict[str, dict[str, int]], short_in: dict, parent_mode: bool) -> None:
+        """Phase 6 for one request of ``leaf`` in ``g``: the most over-share first."""
+        for owner in short_in[leaf].get(g, ()):
+            deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
+            if deficit >= self.want.get(leaf, 0):
+                self.sensitive.add(leaf)
+            deficit -= deficit % rs.spec.order  # whole instances only
+            if deficit <= 0:
+                continue
+            src = pool_source(owner)
+            order = rs.spec.order
+            plain = rs.spec.requirement is None
+            # victims that cannot free an instance that large are passed over
+            no_fit = (self._no_fit, g, order) if plain else None
+            for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
+                key = (victim, g, src)
+                got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
+                                 "share-pool reclaim for fairness", rs.spec, fair=True)
+                if got == 0 and plain:
+                    self._no_fit[key] = min(order, self._no_fit.get(key, UNSET))
+                deficit -= got
+                self.want[leaf] -= got
+                if deficit <= 0:
+                    break
 
     def _protected(self, v: GroupView, owner: str, leaf: str) -> int:
         """What a leaf may keep from a pool without being over its share."""
@@ -1319,13 +1367,14 @@ class Cycle:
                     bisect.insort(lst, (-cur, rk, leaf))
                 continue
             i += 1
-            if leaf == beneficiary or (no_fit is not None and book.get((leaf, g, src), UNSET) <= order):
+            if leaf == beneficiary or (no_fit is not None and book.get((leaf, g, src), UNSET) <= order) \
+                    or leaf in self.keeping:
                 continue
             yield leaf, cur
 
     def _victims_parent_mode(self, v: GroupView, owner: str, beneficiary: str) -> list[tuple[str, int]]:
         ex = self._excess(v, owner)
-        excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary}
+        excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary and leaf not in self.keeping}
         if excess:
             # a branch gives back only what its own leaves do not deserve
             mine = set(self.s.ancestors.get(beneficiary, ()))
@@ -1491,6 +1540,8 @@ class QuietRecord:
         s = c.s
         if d or s.futile_at == s.epoch or s.lost:
             return None
+        if c.policy.usage_half_life is not None and s.rigid:
+            return None  # debts move with the clock alone, and with them who has a reservation
         return cls(c)
 
     def still_quiet(self, s: ClusterState, now: float) -> bool:
@@ -1524,6 +1575,8 @@ class QuietRecord:
         head = book.peekitem(0)[1]
         if head.order >= s._opened - len(s.recent) or head.seq > rs.seq:
             return False  # it was not there to lead, or it would not lead
+        if s.rigid and not reserve.absorbs(c, rs):
+            return False  # it could change a reservation or backfill one
         for g in rs.groups:
             if g not in head.groups:
                 return False

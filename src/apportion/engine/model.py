@@ -126,6 +126,9 @@ class Policy:
     reclaim_before_borrow: bool = False
     share_pool_reclaim: bool = True
     reclaim_for_preference: bool = False
+    # seconds: use beyond a consumer's share decays with this half-life and puts its
+    # next reservations behind the others' (engine/usage.py); None: not counted
+    usage_half_life: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,3 +177,6 @@ class Request:
     requirement: HostFilter | None = None
     requirement_text: str | None = None
     seq: int = 0
+    # how long the work runs once started, in seconds, when the client knows (SWF's
+    # requested time): what lets work backfill a reservation without delaying it
+    walltime: float | None = None

@@ -108,6 +108,10 @@ def rebuild(old: ClusterState, plan: Plan, *, reassign: bool = True) -> Rebuilt:
     # fenced slots stay fenced until they are gone (hosts no longer planned drop out)
     new.changed = old.changed
     new.in_use = dict(old.in_use)
+    # when work with a walltime started (engine/reserve.py: what planned starts are made of)
+    new.started = {rid: t for rid, t in old.started.items() if rid in new.requests}
+    new.protected = {rid for rid in old.protected if rid in new.requests}
+    new.debt, new.debt_at = {x: d for x, d in old.debt.items() if x in new.consumers}, old.debt_at
     for (rid, host), n in old.fences.items():
         if host in new.hosts:
             book = old.fence_pool.get((rid, host))

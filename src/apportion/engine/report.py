@@ -46,10 +46,24 @@ class ReclaimLine:
 
 
 @dataclass(slots=True)
+class ReservationLine:
+    """A rigid request with a reservation (engine/reserve.py)."""
+
+    request: str
+    consumer: str
+    group: str
+    min: int
+    held: int
+    kept: dict[str, int]  # host -> idle slots kept for it at the last cycle
+    planned_start: float | None  # None: not known (running work without a walltime)
+
+
+@dataclass(slots=True)
 class Report:
     consumers: dict[str, ConsumerLine]
     requests: dict[str, dict[str, int]]  # request -> host -> slots
     reclaiming: list[ReclaimLine]
+    reservations: list[ReservationLine] = field(default_factory=list)
 
 
 def build_report(state: ClusterState, views: dict) -> Report:
@@ -107,7 +121,11 @@ def build_report(state: ClusterState, views: dict) -> Report:
         ReclaimLine(a.request, a.host, a.slots, a.reclaim.deadline, a.reclaim.beneficiary)
         for a in sorted(state.reclaiming.values(), key=lambda a: (a.reclaim.deadline, a.request, a.host, a.id))
     ]
-    return Report(consumers, requests, reclaiming)
+    reservations = [
+        ReservationLine(r.request, r.consumer, r.group, r.min, r.held, dict(sorted(r.kept.items())), r.planned_start)
+        for _, r in sorted(state.reservations.items()) if r.request in state.requests
+    ]
+    return Report(consumers, requests, reclaiming, reservations)
 
 
 def _subtree(state: ClusterState, path: str):

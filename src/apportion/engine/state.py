@@ -228,6 +228,16 @@ class ClusterState:
         # (request, host) -> [group, pool owner, slots] of fenced slots that came from a
         # share pool: they still count in that pool, so nobody is served past it meanwhile
         self.fence_pool: dict[tuple[str, str], list] = {}
+        # the rigid policy's books (engine/reserve.py): open requests with a min above
+        # one instance or a walltime; group -> the reservation in force; request -> when it started
+        # (requests with a walltime: when they will end)
+        self.rigid: dict[str, RequestState] = {}
+        self.reservations: dict[str, Any] = {}
+        self.started: dict[str, float] = {}
+        self.protected: set[str] = set()  # requests started through a reservation: no fairness reclaim
+        self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
+        self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)
+        self.debt_at: float | None = None  # the time the debts stand at
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
@@ -422,6 +432,8 @@ class ClusterState:
         self.recent.append(rs)
         self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet)
+        if req.min > req.order or req.walltime is not None:
+            self.rigid[req.id] = rs
 
     def change_request(self, rid: str, min_slots: int | None = None, max_slots: int | None = None) -> None:
         """EGO realloc: a new min or max. Lowering max below what is held gives slots
@@ -458,6 +470,10 @@ class ClusterState:
                     excess -= take
         self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet - before)
+        if rs.min > rs.spec.order or rs.spec.walltime is not None:
+            self.rigid[rid] = rs
+        else:
+            self.rigid.pop(rid, None)
 
     def close_request(self, rid: str) -> None:
         self.touch()
@@ -468,6 +484,9 @@ class ClusterState:
         self._wanting(rs, False)
         del self.requests[rid]
         del self.requests_of[rs.spec.consumer][rid]
+        self.rigid.pop(rid, None)
+        self.started.pop(rid, None)
+        self.protected.discard(rid)
 
     # -- allocations --------------------------------------------------------
     def add(self, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:

@@ -153,6 +153,7 @@ def _policy(ctx: Context, item: Checked[PolicyIn] | None) -> Policy:
         reclaim_before_borrow=m.reclaim_before_borrow,
         share_pool_reclaim=m.share_pool_reclaim,
         reclaim_for_preference=m.reclaim_for_preference,
+        usage_half_life=m.usage_half_life,
     )
 
 

@@ -142,6 +142,7 @@ class PolicyIn(_Model):
     reclaim_before_borrow: bool = _POLICY.reclaim_before_borrow
     share_pool_reclaim: bool = _POLICY.share_pool_reclaim
     reclaim_for_preference: bool = _POLICY.reclaim_for_preference
+    usage_half_life: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # seconds
 
 
 class SettingsIn(_Model):
@@ -199,6 +200,7 @@ class RequestIn(_Model):
     order: PosInt = 1
     exclusive: bool = False
     requirement: str | None = None
+    walltime: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # seconds it runs once started
 
 
 class ChangeIn(_Model):

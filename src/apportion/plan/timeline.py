@@ -120,6 +120,7 @@ class _Timeline:
             requirement=requirement,
             requirement_text=requirement.text if requirement else None,
             seq=seq,
+            walltime=m.walltime,
         )
 
     def _live(self, request_id: str, where: KeyPath, verb: str) -> _Submitted | None:

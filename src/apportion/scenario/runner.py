@@ -99,6 +99,12 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_pla
     }
     out = {"at": at, "consumers": consumers, "requests": requests, "reclaiming": reclaiming,
            "lost": lost, "decisions": counts}
+    if rep.reservations:
+        out["reservations"] = [
+            {"request": r.request, "consumer": r.consumer, "group": r.group, "min": r.min, "held": r.held,
+             "kept": r.kept, "planned_start": r.planned_start}
+            for r in rep.reservations
+        ]
     if removed_by_plan:
         out["removed_by_plan"] = [
             {"request": x.request, "host": x.host, "slots": x.slots, "consumer": x.consumer, "reason": x.reason}

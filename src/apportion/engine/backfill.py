@@ -1,0 +1,173 @@
+"""Backfill: work that cannot delay a reservation runs on the slots kept for it.
+
+While a reservation (engine/reserve.py) waits for its planned start, the idle slots
+kept for it would stand idle. As in Slurm's backfill scheduler and the EASY
+backfilling it follows, a waiting request that says how long it runs (``walltime``)
+is started on them, out of turn, when it cannot delay the reservation:
+
+- it ends before the planned start (now + walltime <= planned start): the slots are
+  free again by the time the reservation needs them; or
+- it uses only the *extra* slots: those that will be free at the planned start
+  beyond what the reservation needs (EASY's extra nodes).
+
+Candidates are taken in arrival order, each from the pools its consumer draws from
+in the group, nearest first, within its consumer's max; a rigid one only if it
+reaches its min. Without a planned start (running work without a walltime), nothing
+is backfilled that way: no end is known before which backfill would have to end.
+
+Elastic work (no min, no walltime) may run on the kept slots too, whatever the
+planned start (``fill_elastic``): it can give them back at any time. It is noted
+(``ClusterState.fill``), and when the reservation is *ready* (what it holds, the
+idle slots and the slots of that elastic work reach its min) those slots are
+reclaimed for it, with their holder's grace (``reclaim_fill``).
+"""
+
+from __future__ import annotations
+
+from apportion.engine.decisions import Reclaim
+from apportion.engine.rigid import pool_idle
+from apportion.engine.state import PendingReclaim, RequestState, pool_source
+
+# ``c`` below is the running cycle (engine/cycle.py's Cycle), which imports this
+# module: this one does not import it back
+
+
+def candidates(c, g: str, reserved: RequestState) -> list[RequestState]:
+    """Waiting requests with a walltime that may run in ``g``, in arrival order."""
+    want = c.want
+    return sorted((rs for rs in c.s.rigid.values()
+                   if rs is not reserved and rs.spec.walltime is not None and rs.held < rs.max
+                   and g in rs.groups and want.get(rs.spec.consumer, 0) > 0),
+                  key=lambda rs: rs.order)
+
+
+def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int) -> int:
+    """Backfill ``g`` before ``start``; returns the slots given (they are no longer
+    idle for the reservation to keep; its planned start does not move)."""
+    given = 0
+    for rs in candidates(c, g, reserved):
+        leaf = rs.spec.consumer
+        v = c.views.get(g)
+        if v is None or leaf not in v.settings:
+            continue
+        ends_in_time = c.now + rs.spec.walltime <= start
+        limit = rs.max - rs.held
+        if not ends_in_time:
+            limit = min(limit, extra)
+        pools = pool_idle(c, leaf, g)
+        idle = sum(n for _, n in pools) - owed
+        limit = min(limit, idle, c._headroom(leaf, g, v))
+        limit -= limit % rs.spec.order
+        if limit <= 0 or rs.held + limit < rs.min:
+            continue
+        placed = 0
+        for owner, n in pools:
+            take = min(n, limit - placed)
+            if take > 0:
+                placed += c._give(rs, g, take, pool_source(owner))
+            if placed >= limit:
+                break
+        given += placed
+        if not ends_in_time:
+            extra -= placed
+    return given
+
+
+def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
+    """Elastic requests of ``g`` onto its idle share-pool slots that the reservation
+    would keep: consumers by their oldest waiting request (first come first served,
+    as the surplus phase), each its elastic requests in arrival order."""
+    s, want, v = c.s, c.want, c.views[g]
+    if s.groups[g].open_free <= owed:
+        return  # no idle slot to lend
+    books = s.wanting_of
+    leaves = [x for x, n in want.items() if n > 0 and x in v.settings and books.get(x)]
+    if not leaves:
+        return
+    leaves.sort(key=lambda x: (books[x].peekitem(0)[1].seq, s.consumers[x].index))
+    fill = s.fill.setdefault(g, {})
+    for leaf in leaves:
+        for rs in list(books[leaf].values()):
+            if rs.min > 0 or rs.spec.walltime is not None or g not in rs.groups or rs is reserved:
+                continue
+            pools = pool_idle(c, leaf, g)
+            idle = sum(n for _, n in pools) - owed
+            n = min(idle, rs.max - rs.held, c._headroom(leaf, g, v))
+            if idle <= 0:
+                return
+            if n <= 0:
+                continue
+            mine = c.granted_now.get(rs.spec.id)
+            before = len(mine) if mine else 0
+            placed = 0
+            for owner, k in pools:
+                take = min(k, n - placed)
+                if take > 0:
+                    placed += c._give(rs, g, take, pool_source(owner))
+                if placed >= n:
+                    break
+            for a in c.granted_now.get(rs.spec.id, [])[before:]:
+                fill[a.id] = a
+            if want.get(leaf, 0) <= 0:
+                break
+
+
+def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:
+    """When the slots of elastic work on kept slots, with the idle ones and what it
+    holds, make up the reservation's min: reclaim them for it (newest first, each
+    with its holder's grace). Only slots on hosts it may use count, in whole
+    instances with the free slots there."""
+    s = c.s
+    fill = {aid: a for aid, a in s.fill.get(g, {}).items() if s.allocs.get(aid) is a and a.reclaim is None}
+    s.fill[g] = fill
+    leaf = reserved.spec.consumer
+    if not fill or reserved.min - reserved.held - free_now - s.incoming.get(leaf, 0) <= 0:
+        return
+    req = reserved.spec
+    order = req.order
+    hosts = s.hosts
+    on_host: dict[str, list] = {}  # host -> the elastic work there, newest first
+    for a in sorted(fill.values(), key=lambda a: -a.id):
+        h = hosts[a.host]
+        if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+            on_host.setdefault(a.host, []).append(a)
+    coming: dict[str, int] = {}
+    for a in s.reclaim_for.get(leaf, {}).values():
+        coming[a.host] = coming.get(a.host, 0) + a.slots
+    members = s.groups[g].rank
+    names = {x for x in s.with_free if x in members} | set(coming) | set(on_host)
+    have = ready = reserved.held
+    plan: list[tuple] = []  # (slots of instances gained, [(allocation, slots)]) per host
+    for name in sorted(names, key=members.get):
+        h = hosts[name]
+        if not h.takes_work or (req.requirement is not None and not req.requirement(h.host)):
+            continue
+        base = h.free + coming.get(name, 0)
+        extra = sum(a.slots for a in on_host.get(name, ()))
+        whole = (base + extra) // order * order
+        have += whole
+        ready += base // order * order
+        take = max(0, whole - base)  # what of the elastic work completes instances here
+        if whole > base // order * order:
+            marks = []
+            for a in on_host.get(name, ()):
+                if take <= 0:
+                    break
+                marks.append((a, min(a.slots, take)))
+                take -= min(a.slots, take)
+            plan.append((whole - base // order * order, marks))
+    if have < reserved.min:
+        return  # not ready yet: the elastic work runs on
+    need = reserved.min - ready
+    settings = c.views[g].settings
+    reason = "reservation ready: work on its slots gives way"
+    for gain, marks in plan:
+        if need <= 0:
+            break
+        for a, take in marks:
+            deadline = c.now + settings[a.consumer].grace
+            b = s.mark(a, take, PendingReclaim(deadline, leaf, reason))
+            c.d.reclaims.append(Reclaim(b.request, b.consumer, g, b.host, take, deadline, leaf, reason))
+            if leaf in c.want:
+                c.want[leaf] -= take
+        need -= gain

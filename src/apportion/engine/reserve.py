@@ -1,0 +1,279 @@
+"""Reservations for rigid requests: wide work starts in a bounded time.
+
+A rigid request (``min`` > 0) can start only with its min at once. Under shares
+alone it may never get there: slots come free one at a time, and each goes to
+whoever is below its share at that moment, or the request's min is more than its
+consumer deserves. So, in each resource group, one waiting rigid request has a
+*reservation*, as a batch scheduler's highest-priority job does (Slurm's backfill
+scheduler; the EASY backfilling of the Argonne SP scheduler):
+
+- which (fair over time: engine/usage.py counts use beyond the share, and a
+  consumer's debt is taken off what it is below its share): the first waiting wide rigid request (arrival order; a min above one
+  instance: a min of one instance starts with any instance that comes free) of the
+  consumer furthest below what it deserves in the group (deserved less held; ties:
+  the earlier request, then plan order). Only a request that can ever start there has one: its
+  min fits the group's hosts taking work and every ``max`` above it, and its
+  consumer may draw from a share pool;
+- what it does: the share-pool slots of the group that are idle are kept for it,
+  as far as its min goes, even beyond its share of the moment: nobody else is given
+  them (but backfill, engine/backfill.py). Once those kept and those it holds reach
+  its min, it is granted them and starts. Nothing is reclaimed for it beyond its
+  share: it waits for slots to come free, as a batch job does. Slots freed by a
+  reclaim just completed go to the reclaim's beneficiary first, not to a reservation.
+  Once started beyond its share, it runs to its end: no reclaim for fairness takes its slots
+  (``ClusterState.protected``; a pool that shrank, a max lowered or an owner still may);
+- when: with the ends of the running work that has a ``walltime`` (started at a
+  known time), the *planned start* is the time when enough of them will have ended
+  to make up what it still lacks; unknown (None) when that work is not enough.
+
+Kept slots are counted as the request's for the rest of the cycle, like the slots a
+cycle gives a request below its min and takes back at the end (Cycle._hold_back):
+no allocation is made and no decision leaves the cycle for them. The reservation
+itself, with the slots kept and the planned start, is in the state
+(``ClusterState.reservations``) and the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from apportion.engine import backfill, usage
+from apportion.engine.rigid import pool_idle
+from apportion.engine.state import ClusterState, RequestState, pool_source
+
+# ``c`` below is the running cycle (engine/cycle.py's Cycle): it imports this module,
+# so this one does not import it back
+
+
+@dataclass(slots=True)
+class Reservation:
+    request: str
+    consumer: str
+    group: str
+    min: int
+    held: int  # what the request holds (before this cycle's kept slots)
+    kept: dict[str, int] = field(default_factory=dict)  # host -> slots kept for it this cycle
+    planned_start: float | None = None  # None: unknown (running work without a walltime)
+    extra: int = 0  # slots free at the planned start beyond what it needs (EASY's "extra nodes")
+
+    @property
+    def kept_slots(self) -> int:
+        return sum(self.kept.values())
+
+
+def _waiting_rigid(s: ClusterState) -> list[RequestState]:
+    """The wide rigid requests (a min above one instance) that have not started, in
+    arrival order: those ``choose`` looks at."""
+    return sorted((rs for rs in s.rigid.values() if rs.held < rs.min and rs.held < rs.max
+                   and rs.min > rs.spec.order), key=lambda rs: rs.order)
+
+
+def _fits(c, rs: RequestState, g: str) -> bool:
+    """Whether ``rs`` can ever start in ``g``: its min within the group's hosts taking
+    work and every max above its consumer, and its consumer drawing from some pool."""
+    v = c.views.get(g)
+    leaf = rs.spec.consumer
+    if v is None or leaf not in v.settings or not v.gp.draws_from.get(leaf):
+        return False
+    if rs.min > c.s.groups[g].slots_taking_work:
+        return False
+    return all(rs.min <= mx for _, mx in v.gp.max_chain[leaf])
+
+
+def _deficit(c, leaf: str, g: str) -> int:
+    """What ``leaf`` deserves in ``g`` less what it holds there."""
+    u = c.s.usage_in[g].get(leaf)
+    return usage.deserved_of(c.views[g], leaf) - (u.held if u is not None else 0)
+
+
+def _behind_narrow(s: ClusterState, rs: RequestState) -> bool:
+    """Whether an earlier request of ``rs``'s consumer that has not started waits
+    for a min of one instance: it starts with the next instance that comes free,
+    and slots kept for ``rs`` would only hold it up (first come first served
+    within a consumer)."""
+    book = s.wanting_of.get(rs.spec.consumer)
+    if not book:
+        return False
+    for other in book.values():
+        if other is rs or other.order > rs.order:
+            return False
+        if 0 < other.min and other.held < other.min:
+            return True
+    return False
+
+
+def choose(c) -> dict[str, RequestState]:
+    """Group -> the request that has its reservation this cycle (none: no entry)."""
+    s = c.s
+    per_leaf: dict[str, list[RequestState]] = {}  # leaf -> its wide requests not started
+    for rs in s.rigid.values():
+        # a min of one instance starts with any instance that comes free: only wider
+        # ones wait for slots to come free together
+        if rs.held < rs.min and rs.held < rs.max and rs.min > rs.spec.order:
+            lst = per_leaf.get(rs.spec.consumer)
+            if lst is None:
+                per_leaf[rs.spec.consumer] = [rs]
+            else:
+                lst.append(rs)
+    if not per_leaf:
+        return {}
+    for lst in per_leaf.values():
+        if len(lst) > 1:
+            lst.sort(key=lambda rs: rs.order)  # arrival order
+    chosen: dict[str, RequestState] = {}
+    taken: set[str] = set()
+    index = s.consumers
+    half_life = c.policy.usage_half_life
+    for g in s.group_names:
+        v = c.views.get(g)
+        if v is None:
+            continue
+        settings = v.settings
+        best = None
+        for leaf, lst in per_leaf.items():
+            if leaf not in settings:
+                continue
+            for rs in lst:  # its first request that fits here
+                if g in rs.groups and _fits(c, rs, g):
+                    break
+            else:
+                continue
+            if _behind_narrow(s, rs):
+                continue  # its consumer's earlier rigid request of one instance goes first
+            if rs.spec.id in taken or c._below_max(leaf, g, v) < rs.min - rs.held:
+                continue  # kept elsewhere, or a max above it is full of its running work
+            key = (usage.debt_slots(s, leaf, half_life) - _deficit(c, leaf, g), rs.seq, index[leaf].index)
+            if best is None or key < best[0]:
+                best = (key, rs)
+        if best is not None:
+            chosen[g] = best[1]
+            taken.add(best[1].spec.id)
+    return chosen
+
+
+def planned_start(s: ClusterState, g: str, short: int, free_now: int) -> tuple[float | None, int]:
+    """When ``short`` more slots of ``g`` will have come free, from the ends of running
+    work with a walltime (None: not known), and the slots free then beyond ``short``
+    (EASY's extra nodes: backfill that ends later may use that many)."""
+    if short <= 0:
+        return None, free_now  # it can start now, or something else than slots holds it (a max)
+    ends: list[tuple[float, int]] = []
+    for rid, t0 in s.started.items():
+        rs = s.requests.get(rid)
+        if rs is None or rs.spec.walltime is None:
+            continue
+        end = t0 + rs.spec.walltime  # in the past for work that outran its walltime
+        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
+        if n:
+            ends.append((end, n))
+    ends.sort()
+    freed = 0
+    for i, (end, n) in enumerate(ends):
+        freed += n
+        if freed >= short:
+            # every end at the same time counts at that time
+            for end2, n2 in ends[i + 1:]:
+                if end2 > end:
+                    break
+                freed += n2
+            return end, freed - short
+    return None, 0
+
+
+def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
+    """Keep the idle share-pool slots of ``g`` for ``rs`` as far as its min goes
+    (``owed``: idle slots that reclaims completed now freed for someone else); grant
+    them if that takes it to its min. The reservation, as it stands after."""
+    leaf = rs.spec.consumer
+    res = Reservation(rs.spec.id, leaf, g, rs.min, rs.held)
+    if leaf not in c.want:
+        c.want[leaf] = 0  # what it lacks is on its way to it (reclaims): idle slots are still kept
+    v = c.views[g]
+    room = c._below_max(leaf, g, v)
+    order = rs.spec.order
+    before = _on_hosts(c, rs)
+    c._hold_back_ok = True
+    try:
+        for owner, idle in pool_idle(c, leaf, g):
+            need = -(-(rs.min - rs.held) // order) * order  # whole instances
+            take = min(idle - owed, need, rs.max - rs.held, room)
+            owed = max(0, owed - idle)
+            if take <= 0:
+                continue
+            placed = c._give(rs, g, take, pool_source(owner))
+            room -= placed
+            if rs.held >= rs.min or placed < take:
+                break
+    finally:
+        c._hold_back_ok = False
+    after = _on_hosts(c, rs)
+    res.kept = {h: n - before.get(h, 0) for h, n in after.items() if n > before.get(h, 0)}
+    return res
+
+
+def run(c, freed: list[tuple[str, str, int]]) -> None:
+    """The reservations of this cycle, before the serving phases: in each group, the
+    chosen request's planned start, then backfill (engine/backfill.py), then the
+    slots kept for it. ``freed``: (group, beneficiary, slots) of the reclaims
+    completed at the start of the cycle: those slots go to their beneficiary."""
+    s = c.s
+    for g in [g for g in s.fill if g not in c.reserved]:
+        del s.fill[g]  # no reservation there now: the work on its slots is ordinary work
+    for g, rs in c.reserved.items():
+        leaf = rs.spec.consumer
+        owed = sum(n for grp, b, n in freed if grp == g and b != leaf and b in s.consumers)
+        free_now = max(0, sum(n for _, n in pool_idle(c, leaf, g)) - owed)
+        start, extra = planned_start(s, g, rs.min - rs.held - free_now, free_now)
+        if s.fill.get(g):
+            backfill.reclaim_fill(c, g, rs, free_now)
+        if start is not None and start > c.now:
+            backfill.fill(c, g, rs, start, extra, owed)
+        if rs.held + free_now + s.incoming.get(leaf, 0) < rs.min:
+            backfill.fill_elastic(c, g, rs, owed)  # not ready: elastic work may use the slots meanwhile
+        res = keep(c, g, rs, owed)
+        if rs.held >= rs.min:
+            if _deficit(c, leaf, g) < 0:
+                s.protected.add(rs.spec.id)  # started beyond its share: it runs to its end
+        else:  # still waiting (not granted what was kept)
+            res.planned_start = start
+            res.extra = extra
+            s.reservations[g] = res
+
+
+def _on_hosts(c, rs: RequestState) -> dict[str, int]:
+    """Host -> what ``rs`` holds there, slots held back this cycle included."""
+    out: dict[str, int] = {}
+    for a in rs.allocs.values():
+        out[a.host] = out.get(a.host, 0) + a.slots
+    for _, host, slots, *_ in c.held_back.get(rs.spec.id, ()):
+        out[host] = out.get(host, 0) + slots
+    return out
+
+
+def absorbs(c, rs: RequestState) -> bool:
+    """For QuietRecord: whether a request that came after a cycle that decided
+    nothing leaves the reservations as they were: it has no walltime where a
+    reservation waits (it could backfill), and it is rigid only behind a waiting
+    rigid request of its own consumer that fits each of its groups (each consumer's
+    first one there is what counts)."""
+    if rs.spec.walltime is not None and c.reserved:
+        return False
+    if rs.min <= 0:  # elastic: it could run on slots kept for a reservation
+        return not any(r.kept for g, r in c.s.reservations.items() if g in rs.groups)
+    if rs.min <= rs.spec.order:
+        return True  # a min of one instance: never a reservation
+    leaf = rs.spec.consumer
+    ahead = [o for o in _waiting_rigid(c.s) if o is not rs and o.spec.consumer == leaf and o.order < rs.order]
+    return all(any(g in o.groups and _fits(c, o, g) for o in ahead) for g in rs.groups)
+
+
+def after_cycle(c) -> None:
+    """Note when work with a walltime started: its end is what planned starts are made of."""
+    s = c.s
+    if not s.rigid:
+        return
+    started = s.started
+    for rid in c.granted_now:
+        rs = s.requests.get(rid)
+        if rs is not None and rs.spec.walltime is not None and rid not in started and rs.held >= max(rs.min, 1):
+            started[rid] = c.now

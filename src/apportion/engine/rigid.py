@@ -1,0 +1,141 @@
+"""Rigid requests: no reclaim is wasted on one that cannot start.
+
+A request with ``min`` > 0 is all or nothing: below its min it runs nothing. The
+share-pool reclaim for fairness (the cycle's phase 6) therefore marks slots for a
+waiting rigid request only when, once those reclaims complete, the request reaches
+its min: with the slots it already holds, the idle slots of its groups and the
+reclaims already on their way to its consumer. A reclaim that would leave it short
+would end the holder's work and free slots nobody can use (a rigid job ended to
+make room for another that still cannot start). EGO's owner reclaims (an owner
+takes back slots it lent, or slots a parent's max keeps from it) are not limited:
+they give an owner what it owns.
+
+``ReclaimGuard`` is what phase 6 asks before and after serving one waiting rigid
+request in one group: before, whether the reclaims that could be marked suffice at
+all (if not, nothing is marked); after, whether those marked do (if not, they are
+called off within the same cycle, so no decision about them leaves the cycle).
+"""
+
+from __future__ import annotations
+
+from apportion.engine.state import RequestState
+
+# ``c`` below is the running cycle (engine/cycle.py's Cycle) and ``v`` its view of a
+# group: the cycle imports this module, so this one does not import it back
+
+
+def waits_rigid(rs: RequestState) -> bool:
+    """A rigid request that has not started: below its min, and still wanting slots."""
+    return rs.held < rs.min and rs.held < rs.max
+
+
+def reach_now(c, rs: RequestState) -> int:
+    """What ``rs`` can count on without new reclaims: what it holds (slots held back
+    this cycle included), the reclaims already on their way to its consumer, and the
+    free slots of its groups' open hosts."""
+    s = c.s
+    return rs.held + s.incoming.get(rs.spec.consumer, 0) + sum(s.groups[g].open_free for g in rs.groups)
+
+
+def reach_placed(c, rs: RequestState) -> int:
+    """``reach_now`` where slots count only as whole instances on hosts the request
+    may use: per open host of its groups, its free slots and the slots being
+    reclaimed there for its consumer, in whole instances of ``order`` (counted only
+    as far as its min: whether it gets there is what callers ask)."""
+    req = rs.spec
+    if req.order == 1 and req.requirement is None:
+        return reach_now(c, rs)
+    s = c.s
+    coming: dict[str, int] = {}
+    for a in s.reclaim_for.get(req.consumer, {}).values():
+        coming[a.host] = coming.get(a.host, 0) + a.slots
+    names: set[str] = set(coming)
+    for g in rs.groups:
+        members = s.groups[g].rank
+        names.update(h for h in s.with_free if h in members)
+    order = req.order
+    total = rs.held
+    for name in names:
+        h = s.hosts[name]
+        if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+            total += (h.free + coming.get(name, 0)) // order * order
+            if total >= rs.min:
+                break  # enough: the caller asks whether it reaches its min
+    return total
+
+
+def could_reclaim(c, leaf: str, rs: RequestState, g: str, v,
+                  quotas: dict[str, dict[str, int]], owners, parent_mode: bool) -> int:
+    """An upper bound of what phase 6 could mark for ``rs`` in ``g``: in each pool, the
+    leaf's room there (what the phase marks at most), as far as the victims' excess
+    over what they may keep goes."""
+    total = 0
+    order = rs.spec.order
+    for owner in owners:
+        deficit = min(c._pool_room(leaf, g, v, quotas, owner), c._headroom(leaf, g, v), rs.unmet)
+        deficit -= deficit % order
+        if deficit <= 0:
+            continue
+        avail = 0
+        for _, excess in c._victims(v, owner, leaf, parent_mode):
+            avail += excess
+            if avail >= deficit:
+                break
+        total += min(avail, deficit)
+    return total
+
+
+class ReclaimGuard:
+    """Phase 6 for one waiting rigid request in one group: reclaim for it only what
+    lets it start (the module's docstring)."""
+
+    __slots__ = ("c", "rs", "leaf", "before", "n_reclaims", "want")
+
+    def __init__(self, c, rs: RequestState) -> None:
+        self.c = c
+        self.rs = rs
+        self.leaf = rs.spec.consumer
+        self.before = set(c.s.reclaim_for.get(self.leaf, ()))
+        self.n_reclaims = len(c.d.reclaims)
+        self.want = c.want.get(self.leaf, 0)
+
+    @classmethod
+    def open(cls, c, rs: RequestState, g: str, v, quotas: dict[str, dict[str, int]],
+             owners, parent_mode: bool) -> "ReclaimGuard | None":
+        """A guard for serving ``rs`` in ``g``; None when even every reclaim the phase
+        could mark would leave it below its min: then nothing is to be marked."""
+        short = rs.min - reach_now(c, rs)
+        if short > 0 and could_reclaim(c, rs.spec.consumer, rs, g, v, quotas, owners, parent_mode) < short:
+            return None
+        return cls(c, rs)
+
+    def close(self) -> None:
+        """After the phase served the request: if what was marked still leaves it
+        below its min, the marks are called off (before any decision leaves the cycle)."""
+        c, rs = self.c, self.rs
+        if len(c.d.reclaims) == self.n_reclaims:
+            return
+        if reach_now(c, rs) >= rs.min and reach_placed(c, rs) >= rs.min:  # the first bounds the second
+            return
+        s = c.s
+        mine = s.reclaim_for.get(self.leaf, {})
+        for aid in [aid for aid in mine if aid not in self.before]:
+            a = mine[aid]
+            key = (a.group, a.source[5:])
+            c._excess_cache.pop(key, None)  # worked out again from the books when next asked
+            c._victim_lists.pop(key, None)
+            s.unmark(a)
+        del c.d.reclaims[self.n_reclaims:]
+        c.want[self.leaf] = self.want
+
+
+def pool_idle(c, leaf: str, g: str) -> list[tuple[str, int]]:
+    """(pool owner, idle slots) of the pools ``leaf`` draws from in ``g``, nearest first."""
+    v = c.views[g]
+    used = c.s.pool_used[g]
+    out = []
+    for owner in v.gp.draws_from[leaf]:
+        idle = v.pool_size.get(owner, 0) - used.get(owner, 0)
+        if idle > 0:
+            out.append((owner, idle))
+    return out
