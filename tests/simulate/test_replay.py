@@ -181,17 +181,17 @@ def test_distribution_and_jain_and_fcfs_makespan():
     assert fcfs_makespan([(0, 10, 2), (0, 5, 1), (1, 5, 1)], 2) == 15
 
 
-def test_jobs_that_block_each_other_for_ever_are_counted_and_named_first_in_the_report():
-    """Two tenants of ratio 1 on 8 slots, each with a first job of 6 (min = max): each may have 4
-    while the other wants, so neither can start, and nothing else will come. The replay ends with
-    both counted as never started, and the report's first answer says so."""
+def test_two_wide_jobs_that_each_need_more_than_their_share_run_in_turn():
+    """Two tenants of ratio 1 on 8 slots, each with a first job of 6 (min = max): each deserves
+    4 while the other wants. The first to come starts, and nothing is reclaimed from it for the
+    second, which could not start on what it would free; the second is kept the slots as they
+    come free and starts when the first ends. Neither is left never started."""
     from apportion.simulate.report import _answers
 
     p = plan([{"path": "/A"}, {"path": "/B"}], 8)
     _, res = run(p, [job(1, 0, 100, 6, "a"), job(2, 0, 100, 6, "b")], by_user({"a": "/A", "b": "/B"}))
-    assert (res["never_started"], res["jobs"], res["unrunnable"]) == (2, 0, 0)
-    answers = _answers(res)
-    assert answers[0].startswith("<b>Never started:</b> 2 jobs"), answers
-    _, res = run(p, [job(1, 0, 100, 6, "a"), job(2, 0, 100, 2, "b")], by_user({"a": "/A", "b": "/B"}))
-    assert (res["never_started"], res["jobs"]) == (0, 2)
+    assert (res["never_started"], res["jobs"], res["unrunnable"]) == (0, 2, 0)
+    waits = sorted(c["wait"]["max"] for c in res["consumers"].values() if c["jobs"])
+    assert waits == [0.0, 100.0], res["consumers"]  # one after the other, with no work thrown away
+    assert sum(c["reclaims"] + c["evictions"] for c in res["consumers"].values()) == 0
     assert not any("Never started" in a for a in _answers(res))
