@@ -5,7 +5,8 @@ on a free port of 127.0.0.1, it runs what a user would:
 
 1. `apportion server init` and `apportion server --plan examples/service-ducc/plan.yaml`;
 2. three agents: `apportion agent --name node1 --memory 8` (and node2, node3), real processes;
-3. `apportion job submit --memory 2 --threads 2 --work-file items.json -- python worker.py`:
+3. `apportion job submit --memory 2 --threads 2 --work-file items.json -- $VENV/bin/python $PWD/worker.py`
+   (the interpreter by its full path: the agents look a bare name up on their own `--path`):
    1,000 items (ranges of integers whose primes the processes count); the job starts with
    one process, doubles once it has initialised, and spreads over the three machines;
 4. halfway, a second user's job arrives: DUCC's fair share evicts some of the first job's

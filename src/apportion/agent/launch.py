@@ -16,6 +16,7 @@ import httpx
 
 from apportion.agent import ground, users
 from apportion.agent.dynamic import DynamicUsers
+from apportion.agent.environment import SAFE_PATH
 from apportion.agent.facts import AttributeValue, gather
 from apportion.agent.light import LightRunner
 from apportion.agent.link import MasterLink
@@ -54,6 +55,7 @@ class AgentConfig:
     custom: dict[str, int] = field(default_factory=dict)  # --resource NAME=N
     pin_cores: bool = False  # each activity gets a cpuset of its cores
     dev_dir: Path = Path("/dev")  # where the GPUs' device nodes are (nvidia<minor>)
+    path: str = SAFE_PATH  # the PATH activities get unless they declare one
 
     def names(self) -> list[str]:
         return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
@@ -120,7 +122,7 @@ async def serve(config: AgentConfig) -> None:
                                        cpu_cap=config.cpu_cap, unkillable_timeout=config.unkillable_timeout,
                                        dynamic=dynamic, retention=config.retention,
                                        disk_per_slot=config.disk_per_slot, resources=resources,
-                                       dev_dir=config.dev_dir)
+                                       dev_dir=config.dev_dir, path=config.path)
                 stack.callback(runner.close)  # its cgroup subtree goes if nothing runs in it
                 runners.append(runner)
                 ground.check(workdir / ACTIVITIES, config.policy)  # GroundProblem stops the agent

@@ -45,7 +45,7 @@ from apportion.agent.containment.alien import alien_pids, system_uids
 from apportion.agent.containment.procgroup import ProcessGroup
 from apportion.agent.disk import DiskWatch
 from apportion.agent.dynamic import DynamicUsers
-from apportion.agent.environment import clean_env
+from apportion.agent.environment import SAFE_PATH, clean_env
 from apportion.agent.groups import is_alive, process_create_time
 from apportion.agent.protocol import Json, OutputMark, Start
 from apportion.agent.resources import HostResources, device_nodes, shared_nodes
@@ -94,7 +94,8 @@ class ProcessRunner:
                  cpu_cap: float | None = None, unkillable_timeout: float = DEFAULT_UNKILLABLE_TIMEOUT,
                  dynamic: DynamicUsers | None = None, retention: float = DEFAULT_RETENTION,
                  disk_per_slot: int | None = None, disk_every: float | None = None,
-                 resources: HostResources | None = None, dev_dir: Path = Path("/dev")) -> None:
+                 resources: HostResources | None = None, dev_dir: Path = Path("/dev"),
+                 path: str = SAFE_PATH) -> None:
         """`cpu_cap`: cores per slot an activity may use at most (None: no hard cap, only weights).
         `dynamic`: the consumers' uids (default: kept in `workdir`, from the policy's range, when
         root). `retention`: seconds an activity's directory stays once forgotten. `disk_per_slot`:
@@ -115,6 +116,7 @@ class ProcessRunner:
         self.dynamic = dynamic
         self.resources = resources
         self.dev_dir = dev_dir
+        self.path = path  # the PATH its activities get (--path)
         pin = resources is not None and resources.pin_cores
         self.containment = containment if isinstance(containment, Containment) else \
             choose(containment, workdir, cpuset=pin)
@@ -218,7 +220,7 @@ class ProcessRunner:
             if self.masters:
                 told["APPORTION_MASTER"] = ",".join(self.masters)
             cuda = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, cmd.gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-            env = clean_env(cmd.env, told | box.env(), run_as, enforced=cuda)
+            env = clean_env(cmd.env, told | box.env(), run_as, enforced=cuda, path=self.path)
             with users.open_output(adir / "stdout") as out, users.open_output(adir / "stderr") as err:
                 proc = subprocess.Popen(cmd.argv, cwd=cmd.cwd or adir, env=env, stdin=subprocess.DEVNULL,
                                         stdout=out, stderr=err, start_new_session=True,

@@ -117,6 +117,9 @@ def agent_command(
                                    "(cgroup v1) or, elsewhere, its CPU affinity; the master names them."),
     dev_dir: Path = typer.Option(Path("/dev"), "--dev-dir", help="Where the GPUs' device nodes (nvidia0, ...) "
                                  "are, for the devices cgroup."),
+    path: str | None = typer.Option(None, "--path", help="The PATH activities get unless they declare one "
+                                    "(default /usr/local/bin:/usr/bin:/bin): a bare command name (python3, sh) "
+                                    "is looked up there, as the execution user."),
     log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
     """Run an agent: register this host with the master, heartbeat, and start and stop its activities.
@@ -157,7 +160,8 @@ def agent_command(
                          policy=policy, containment=containment, pids_limit=pids_limit or None,
                          cpu_cap=cpu_cap, unkillable_timeout=unkillable_timeout, retention=activity_retention,
                          disk_per_slot=None if disk_per_slot is None else int(disk_per_slot * 2**30),
-                         cores=cores, gpus=stated_gpus, custom=custom, pin_cores=pin_cores, dev_dir=dev_dir)
+                         cores=cores, gpus=stated_gpus, custom=custom, pin_cores=pin_cores, dev_dir=dev_dir,
+                         **({"path": path} if path else {}))
     if containment not in CHOICES:
         raise typer.BadParameter(f"one of {', '.join(CHOICES)}", param_hint="--containment")
     try:
