@@ -212,3 +212,19 @@ def _number(part: str, text: str) -> float:
         return float(part)
     except ValueError:
         raise ValueError(f"inflate:{text!r}: {part!r} is not a number") from None
+
+
+def render_inflate(console, result: dict) -> None:
+    """The inflation figures as a table (``console``: a rich Console)."""
+    from rich.table import Table
+
+    run = result["inflate_run"]
+    t = Table(title=f"GPU allocation as the workload grows: {run['policy']}, {run['seeds']} seeds, "
+                    f"{run['hosts']:,} hosts, {run['gpus']:,} GPUs")
+    for col in ("GPUs requested", "allocated", "min", "max", "fragmented"):
+        t.add_column(col, justify="right")
+    for s in result["inflate"]:
+        t.add_row(f"{s['percent']}%", f"{s['gpu_allocation']:.1%}", f"{s['gpu_allocation_min']:.1%}",
+                  f"{s['gpu_allocation_max']:.1%}", f"{s['fragmentation']:.1%}")
+    console.print(t)
+    console.print(f"{run['wall_seconds']:.1f} s ({run['cpu_seconds']:.1f} s CPU)")
