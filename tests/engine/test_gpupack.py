@@ -49,8 +49,8 @@ def _check_within(c: Cluster) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(c=clusters(), ts=st.lists(tasks(), min_size=1, max_size=25), policy=st.sampled_from(["random", "bestfit", "fgd"]),
-       seed=st.integers(0, 2**16))
+@given(c=clusters(), ts=st.lists(tasks(), min_size=1, max_size=25),
+       policy=st.sampled_from(["random", "bestfit", "fgd"]), seed=st.integers(0, 2**16))
 def test_placements_never_exceed_a_host_and_fractions_share_one_gpu(c, ts, policy, seed):
     rng = np.random.default_rng(seed)
     frag = Fragmentation(c, typical_mix(ts))
@@ -92,18 +92,20 @@ def test_scored_growth_matches_the_measure_rebuilt_after_placing(c, pre, t, mix)
     nodes = np.flatnonzero(c.feasible(t))
     if not len(nodes):
         return
-    after, free = frag.after(t, nodes)
-    for i, n in enumerate(nodes.tolist()):
-        if free is not None:
-            options = [(g,) for g in range(c.gpu.shape[1]) if c.gpu[n, g] >= t.gpu_milli]
-        else:
-            options = [default_gpus(c, t, n)]
-        for gs in options:
-            c2 = copy.deepcopy(c)
-            c2.place(t, Placement(n, gs))
-            expected = Fragmentation(c2, m).frag[n]
-            got = after[i, gs[0]] if free is not None else after[i]
-            assert got == pytest.approx(expected, abs=1e-6)
+    after, cands = frag.after(t, nodes)
+    if cands is None:
+        options = [(i, default_gpus(c, t, int(n)), after[i]) for i, n in enumerate(nodes)]
+    else:
+        at, gpu, free = cands
+        assert set(zip(at.tolist(), free.tolist())) == {                  # every distinct fitting GPU
+            (i, int(c.gpu[n, g])) for i, n in enumerate(nodes) for g in range(c.gpu.shape[1])
+            if c.gpu[n, g] >= t.gpu_milli}
+        options = [(int(i), (int(g),), v) for i, g, v in zip(at, gpu, after)]
+    for i, gs, got in options:
+        n = int(nodes[i])
+        c2 = copy.deepcopy(c)
+        c2.place(t, Placement(n, gs))
+        assert got == pytest.approx(Fragmentation(c2, m).frag[n], abs=1e-6)
 
 
 def test_the_measure_by_hand():
@@ -116,8 +118,8 @@ def test_the_measure_by_hand():
     m = typical_mix([Task(1000, 0, 1, MILLI), Task(1000, 0, 1, 500)])
     f = Fragmentation(c, m)
     assert f.frag[0] == pytest.approx(600)
-    after, _ = f.after(Task(1000, 0, 1, 500), np.array([0]))
-    assert after[0, 0] == pytest.approx(400) and after[0, 1] == pytest.approx(400)
+    after, (at, gpu, free) = f.after(Task(1000, 0, 1, 500), np.array([0]))
+    assert after.tolist() == pytest.approx([400]) and gpu.tolist() == [0] and free.tolist() == [600]
     # a task that asks for no GPU: all free GPU capacity counts as fragmented for it
     only_cpu = Fragmentation(c, typical_mix([Task(1000)]))
     assert only_cpu.frag[0] == pytest.approx(1200)

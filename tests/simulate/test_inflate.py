@@ -27,7 +27,8 @@ n1,16000,65536,2,T4
 n2,32000,131072,4,V100
 n3,96000,393216,8,G2
 """
-PODS_HEAD = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+PODS_HEAD = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+             "scheduled_time\n")
 PODS = PODS_HEAD + """\
 p0,4000,8192,1,500,,LS,Running,0,100,0
 p1,8000,16384,1,1000,,LS,Running,10,200,10

@@ -18,8 +18,8 @@ are compared in steps of a tenth of a GPU, and among hosts in the least step the
 large tasks; the paper's own simulator has the same effect, as it scores hosts on a coarse
 integer scale and breaks ties by host name. Two departures from the paper, both measured
 to allocate more of the cluster on its Alibaba trace: a type includes memory (the paper
-checks only CPU and GPUs, yet memory is what often runs out first on its hosts), and every
-type of the workload counts (the paper keeps the most common that make up 95%).
+checks only CPU and GPUs, yet many of those hosts run out of memory before their GPUs), and
+every type of the workload counts (the paper keeps the most common that make up 95%).
 
 This module is pure: arrays in, a choice out, no I/O and no clock; the random policy takes
 its random generator from the caller. A host's GPUs are a row of free capacity in
@@ -172,8 +172,8 @@ def bestfit_score(cluster: Cluster, task: Task, nodes: np.ndarray) -> np.ndarray
 
 @dataclass(frozen=True)
 class TaskMix:
-    """Task types with their weights (summing to 1). Types are (cpu, num_gpu, gpu_milli,
-    models); memory is left out, as in the measure."""
+    """Task types with their weights (summing to 1): per type its CPU, memory, GPUs, thousandths
+    of each GPU and accepted GPU models."""
 
     cpu: np.ndarray         # per type
     memory: np.ndarray
@@ -225,23 +225,24 @@ class Fragmentation:
         self.cluster = cluster
         self.mix = mix
         gpu_types = np.flatnonzero(mix.num_gpu > 0)
-        self.cpu_weight = float(mix.weight[mix.num_gpu == 0].sum())  # types that use no GPU
         classes = sorted({(int(mix.gpu_milli[t]), int(mix.num_gpu[t])) for t in gpu_types})
         self.class_milli = np.array([c[0] for c in classes], dtype=np.int64)
         self.class_k = np.array([c[1] for c in classes], dtype=np.int64)
         index = {c: i for i, c in enumerate(classes)}
+        # GPU types in class order; each class's types are a run starting at class_start
+        cls = np.array([index[(int(mix.gpu_milli[t]), int(mix.num_gpu[t]))] for t in gpu_types], dtype=np.int64)
+        order = np.argsort(cls, kind="stable")
+        gpu_types, cls = gpu_types[order], cls[order]
+        self.class_start = np.searchsorted(cls, np.arange(len(classes)))
         self.t_cpu = mix.cpu[gpu_types]
         self.t_mem = mix.memory[gpu_types]
-        # weight of each GPU type spread onto its class: (types x classes)
-        self.t_to_class = np.zeros((len(gpu_types), len(classes)))
-        for row, t in enumerate(gpu_types):
-            self.t_to_class[row, index[(int(mix.gpu_milli[t]), int(mix.num_gpu[t]))]] = mix.weight[t]
+        self.t_weight = mix.weight[gpu_types]
         # which hosts accept each GPU type's model (hosts x types)
         self.t_model_ok = np.stack([cluster.model_ok(mix.models[t]) for t in gpu_types], axis=1) \
             if len(gpu_types) else np.zeros((len(cluster), 0), dtype=bool)
         self.cnt, self.part = self._counts(cluster.gpu)
-        self.frag = self._measure(cluster.gpu.sum(axis=1), cluster.cpu, cluster.mem, self.cnt, self.part,
-                                  self.t_model_ok)
+        self.frag = self._value(cluster.gpu.sum(axis=1),
+                                self._weights(cluster.cpu, cluster.mem, self.t_model_ok), self.cnt, self.part)
 
     def _counts(self, gpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cnt, part) for rows of GPUs: (rows x classes) each."""
@@ -250,62 +251,65 @@ class Fragmentation:
         enough = g >= m
         return enough.sum(axis=1), np.where(enough, 0, g).sum(axis=1)
 
-    def _measure(self, total: np.ndarray, cpu: np.ndarray, mem: np.ndarray, cnt: np.ndarray,
-                 part: np.ndarray, model_ok: np.ndarray) -> np.ndarray:
-        """Fragmentation of hosts in the given state (any leading shape; classes last in cnt/part;
-        ``total`` and ``cpu`` broadcast against cnt[..., 0])."""
+    def _weights(self, cpu: np.ndarray, mem: np.ndarray, model_ok: np.ndarray) -> np.ndarray:
+        """Per host and class, the weight of the class's types whose CPU and memory the host has
+        and whose GPU model it is (hosts x classes)."""
+        if not len(self.class_start):
+            return np.zeros((len(cpu), 0))
         runs = (cpu[:, None] >= self.t_cpu[None, :]) & (mem[:, None] >= self.t_mem[None, :]) & model_ok
-        w = runs.astype(float) @ self.t_to_class                       # hosts x classes
-        extra = cnt.ndim - 2
-        w = w.reshape(w.shape[:1] + (1,) * extra + w.shape[1:])
-        usable = (cnt >= self.class_k) * (total[..., None] - part)     # capacity a class can use
-        return total * 1.0 - (w * usable).sum(axis=-1)
+        return np.add.reduceat(np.where(runs, self.t_weight[None, :], 0.0), self.class_start, axis=1)
+
+    def _value(self, total: np.ndarray, w: np.ndarray, cnt: np.ndarray, part: np.ndarray) -> np.ndarray:
+        """Fragmentation from the free GPU capacity, the class weights a host can run, and the
+        per-class counts (rows x classes)."""
+        usable = (cnt >= self.class_k) * (total[:, None] - part)      # capacity a class can use
+        return total - (w * usable).sum(axis=1)
 
     def refresh(self, node: int) -> None:
         """Recompute one host after a change to it."""
         c = self.cluster
-        cnt, part = self._counts(c.gpu[node:node + 1])
-        self.cnt[node], self.part[node] = cnt[0], part[0]
         one = slice(node, node + 1)
-        self.frag[node] = self._measure(c.gpu[one].sum(axis=1), c.cpu[one], c.mem[one], cnt, part,
-                                        self.t_model_ok[one])[0]
+        cnt, part = self._counts(c.gpu[one])
+        self.cnt[node], self.part[node] = cnt[0], part[0]
+        w = self._weights(c.cpu[one], c.mem[one], self.t_model_ok[one])
+        self.frag[node] = self._value(c.gpu[one].sum(axis=1), w, cnt, part)[0]
 
     def total(self) -> float:
         """The cluster's fragmented GPU capacity, in thousandths of a GPU."""
         return float(self.frag.sum())
 
-    def after(self, task: Task, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Fragmentation of each of ``nodes`` once ``task`` is on it. For a fraction, one value
-        per (host, GPU) (inf where that GPU cannot take it) and the second item is the GPUs'
-        free capacity; else one value per host and None."""
+    def after(self, task: Task, nodes: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...] | None]:
+        """Fragmentation of each of ``nodes`` once ``task`` is on it: one value per host, and
+        None. For a fraction, one value per candidate (host, GPU), and the candidates as
+        (position in ``nodes``, GPU, its free capacity): one per distinct free capacity on a
+        host (the lowest-numbered such GPU), as GPUs with the same free capacity are alike."""
         c = self.cluster
-        cpu = c.cpu[nodes] - task.cpu
-        mem = c.mem[nodes] - task.memory
         total = c.gpu[nodes].sum(axis=1)
         cnt, part = self.cnt[nodes], self.part[nodes]
-        model_ok = self.t_model_ok[nodes]
+        w = self._weights(c.cpu[nodes] - task.cpu, c.mem[nodes] - task.memory, self.t_model_ok[nodes])
         k, m = task.num_gpu, task.gpu_milli
         if not k:
-            return self._measure(total, cpu, mem, cnt, part, model_ok), None
+            return self._value(total, w, cnt, part), None
         if m >= MILLI:  # k wholly free GPUs go to 0: each stops counting in every class
-            return self._measure(total - k * MILLI, cpu, mem, cnt - k, part, model_ok), None
-        if k == 1:      # a fraction on one GPU: per candidate GPU
-            f = c.gpu[nodes][:, :, None]
-            f2 = f - m
-            cm = self.class_milli[None, None, :]
-            cnt2 = cnt[:, None, :] - (f >= cm) + (f2 >= cm)
-            part2 = part[:, None, :] - np.where(f < cm, f, 0) + np.where(f2 < cm, f2, 0)
-            total2 = np.broadcast_to((total - m)[:, None], cnt2.shape[:2])
-            frag = self._measure(total2, cpu, mem, cnt2, part2, model_ok)
+            return self._value(total - k * MILLI, w, cnt - k, part), None
+        if k == 1:      # a fraction on one GPU: per distinct (host, free capacity) that fits
             free = c.gpu[nodes]
-            return np.where(free >= m, frag, np.inf), free
+            at, gpu = np.nonzero(free >= m)
+            f = free[at, gpu]
+            _, first = np.unique(at * (MILLI + 1) + f, return_index=True)
+            at, gpu, f = at[first], gpu[first], f[first]
+            f1, f2 = f[:, None], (f - m)[:, None]
+            cm = self.class_milli[None, :]
+            cnt2 = cnt[at] - (f1 >= cm) + (f2 >= cm)
+            part2 = part[at] - np.where(f1 < cm, f1, 0) + np.where(f2 < cm, f2, 0)
+            return self._value(total[at] - m, w[at], cnt2, part2), (at, gpu, f)
         # several fractional GPUs: build each host's row after the tightest fit
         rows = c.gpu[nodes].copy()
         for i, n in enumerate(nodes):
             for g in _tightest_gpus(c.gpu[n], m, k):
                 rows[i, g] -= m
         cnt2, part2 = self._counts(rows)
-        return self._measure(rows.sum(axis=1), cpu, mem, cnt2, part2, model_ok), None
+        return self._value(rows.sum(axis=1), w, cnt2, part2), None
 
 
 # --- the policies ---------------------------------------------------------------------------
@@ -331,6 +335,8 @@ def choose(cluster: Cluster, task: Task, policy: str, *, frag: Fragmentation | N
     than a tenth of a GPU count as equal, and the same hosts keep being filled first, so
     whole hosts stay free for large tasks. A task that asks for no GPU goes where the
     growth is least exactly, then to the best fit (a host without GPUs when one has room)."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy:{policy!r} is not one of {', '.join(POLICIES)}")
     nodes = np.flatnonzero(cluster.feasible(task))
     if not len(nodes):
         return None
@@ -358,10 +364,9 @@ def choose(cluster: Cluster, task: Task, policy: str, *, frag: Fragmentation | N
             step = _steps(after - frag.frag[nodes], resolution)
             node = int(nodes[_first_min([step])])
             return Placement(node, default_gpus(cluster, task, node))
-        # a fraction: per host its best GPU (least growth, then least free, then lowest index)
-        step = np.where(np.isfinite(after), _steps(after - frag.frag[nodes][:, None], resolution), np.inf)
-        best = np.lexsort((free, step), axis=1)[:, 0]
-        rows = np.arange(len(nodes))
-        i = _first_min([step[rows, best]])
-        return Placement(int(nodes[i]), (int(best[i]),))
-    raise ValueError(f"policy:{policy!r} is not one of {', '.join(POLICIES)}")
+        # a fraction: least growth, then the first host, then its GPU with least free
+        at, gpu, f = free
+        step = _steps(after - frag.frag[nodes][at], resolution)
+        i = _first_min([step, at, f, gpu])
+        return Placement(int(nodes[at[i]]), (int(gpu[i]),))
+    raise AssertionError(policy)
