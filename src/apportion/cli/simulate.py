@@ -133,6 +133,11 @@ def run_cmd(
                                        "times). Repeat for both."),
     sort: bool = typer.Option(False, "--sort", help="Read a trace that is not in submission order in that "
                               "order (an external sort in bounded memory; SWF, JSONL, Alibaba)."),
+    inflate: str | None = typer.Option(None, "--inflate", help="Also grow a GPU trace's workload to these "
+                                       "percentages of the cluster's GPUs (10,20,...,100) and report the GPU "
+                                       "allocation at each, as the FGD paper does (Alibaba GPU traces)."),
+    seeds: int = typer.Option(10, "--seeds", min=1, help="With --inflate: seeds to average over."),
+    policy: str = typer.Option("fgd", "--policy", help="With --inflate: placement, random, bestfit or fgd."),
 ) -> None:
     """Replay TRACE against PLAN: who waits, who is starved, reclaims, work lost, fairness."""
     from apportion.simulate.progress import progress_bar
@@ -143,11 +148,30 @@ def run_cmd(
     bad = [b for b in baseline if b not in BASELINES]
     if bad:
         _fail(f"--baseline: unknown scheduler {bad[0]!r}; known: {', '.join(BASELINES)}")
+    percents = None
+    if inflate is not None:
+        from apportion.engine.gpupack import POLICIES
+        from apportion.simulate.inflate import parse_percents
+
+        if policy not in POLICIES:
+            _fail(f"--policy: {policy!r} is not one of {', '.join(POLICIES)}")
+        try:
+            percents = parse_percents(inflate)
+        except ValueError as e:
+            _fail(str(e))
     try:
         tr = open_any(trace, kind, skip_bad, sort)
         with progress_bar(progress and not json_out, tr.info.jobs) as cb:
             run = simulate(plan, trace, map_file, kind=kind, skip_bad=skip_bad, tick=tick, host_slots=host_slots,
                            on_progress=cb, trace=tr, baselines=tuple(baseline), sort=sort)
+        if percents is not None:
+            from apportion.simulate.inflate import inflate as run_inflate
+            from apportion.simulate.inflate import read_gpu_trace
+
+            if getattr(tr, "kind", None) != "alibaba":
+                raise ValueError("--inflate needs a GPU trace (the Alibaba GPU 2023 pod list)")
+            run.result.update(run_inflate(read_gpu_trace(trace, getattr(tr, "nodes", None)), percents, seeds,
+                                          policy))
     except _user_errors() as e:
         _say_problem(e)
         return
@@ -163,6 +187,10 @@ def run_cmd(
         print(json.dumps(run.result, indent=1))
     else:
         render_result(out, run.result)
+        if "inflate" in run.result:
+            from apportion.simulate.inflate import render_inflate
+
+            render_inflate(out, run.result)
 
 
 @simulate_app.command("compare")
