@@ -120,3 +120,19 @@ def test_compare_marks_jobs_that_never_started():
     assert got["overall"]["never_started"]["mark"] == "worse"
     assert got["consumers"]["/Stuck"]["never_started"]["mark"] == "worse"
     assert got["overall"]["wait_mean"]["a"] == got["overall"]["wait_mean"]["b"]
+
+
+def test_compare_gives_units_and_marks_no_move_below_its_unit():
+    """A tenth of a second more waiting is no worse, however small the times; a second is."""
+    from apportion.simulate.compare import compare
+
+    def result(wait: float, util: float) -> dict:
+        return {"utilisation": util, "wait": {"mean": wait}, "consumers": {"/A": {"wait": {"mean": wait}}}}
+
+    got = compare(result(0.2, 0.5), result(0.1, 0.5004))
+    assert got["overall"]["wait_mean"]["unit"] == "s" and got["overall"]["utilisation"]["unit"] == "ratio"
+    assert got["overall"]["wait_mean"]["mark"] == "" and got["consumers"]["/A"]["wait_mean"]["mark"] == ""
+    assert got["overall"]["utilisation"]["mark"] == ""
+    got = compare(result(2.0, 0.5), result(0.5, 0.6))
+    assert got["overall"]["wait_mean"]["mark"] == "better" and got["overall"]["utilisation"]["mark"] == "better"
+    assert got["marked"] == 3

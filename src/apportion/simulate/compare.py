@@ -1,8 +1,9 @@
 """Two simulation runs side by side (`apportion simulate compare A.json B.json`).
 
-For the run and each consumer in either, each figure of A and B with B - A, marked
-``better``/``worse`` when it moved by more than ``threshold`` of the larger value
-(and by more than a hair), in the direction that is good for that figure.
+For the run and each consumer in either, each figure of A and B with B - A, in its unit,
+marked ``better``/``worse`` when it moved by more than ``threshold`` of the larger value
+and by more than its unit's floor (a second of waiting, a thousandth of a ratio, one job),
+in the direction that is good for that figure.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ PER_CONSUMER = {
     "finish_time_fairness": (("finish_time_fairness",), False),
 }
 EPS = 1e-9
+# each figure's unit, and the least move in it that counts (less is noise, whatever the ratio)
+UNITS = {"never_started": "jobs", "makespan": "s", "utilisation": "ratio", "jain": "ratio",
+         "max_deviation": "ratio", "mean_deviation": "ratio", "reclaims": "count", "evictions": "count",
+         "lost_slot_seconds": "slot-s", "wait_mean": "s", "wait_p95": "s", "bounded_slowdown_mean": "ratio",
+         "held_mean": "slots", "deserved_mean": "slots", "shortfall_seconds": "s",
+         "finish_time_fairness": "ratio"}
+FLOOR = {"jobs": 1.0, "count": 1.0, "s": 1.0, "slot-s": 1.0, "slots": 0.01, "ratio": 0.001}
 
 
 def load_run(path: Path) -> dict[str, Any]:
@@ -64,15 +72,16 @@ def _get(d: dict | None, keys: tuple[str, ...]) -> float | None:
     return d if isinstance(d, (int, float)) else None
 
 
-def _line(a: float | None, b: float | None, higher_better: bool | None, threshold: float) -> dict[str, Any]:
-    out: dict[str, Any] = {"a": a, "b": b, "diff": None, "mark": ""}
+def _line(a: float | None, b: float | None, higher_better: bool | None, threshold: float,
+          unit: str = "ratio") -> dict[str, Any]:
+    out: dict[str, Any] = {"a": a, "b": b, "diff": None, "mark": "", "unit": unit}
     if a is None or b is None:
         out["mark"] = "only in a" if b is None and a is not None else "only in b" if a is None and b is not None \
             else ""
         return out
     out["diff"] = b - a
     big = max(abs(a), abs(b))
-    if abs(b - a) > max(threshold * big, EPS):
+    if abs(b - a) > max(threshold * big, EPS) and abs(b - a) >= FLOOR[unit] - EPS:
         if higher_better is None:
             out["mark"] = "changed"
         else:
@@ -82,11 +91,11 @@ def _line(a: float | None, b: float | None, higher_better: bool | None, threshol
 
 def compare(a: dict[str, Any], b: dict[str, Any], threshold: float = 0.05, name_a: str = "a",
             name_b: str = "b") -> dict[str, Any]:
-    overall = {k: _line(_get(a, keys), _get(b, keys), hb, threshold) for k, (keys, hb) in OVERALL.items()}
+    overall = {k: _line(_get(a, keys), _get(b, keys), hb, threshold, UNITS[k]) for k, (keys, hb) in OVERALL.items()}
     consumers = {}
     for p in sorted(set(a["consumers"]) | set(b["consumers"])):
         ca, cb = a["consumers"].get(p), b["consumers"].get(p)
-        consumers[p] = {k: _line(_get(ca, keys), _get(cb, keys), hb, threshold)
+        consumers[p] = {k: _line(_get(ca, keys), _get(cb, keys), hb, threshold, UNITS[k])
                         for k, (keys, hb) in PER_CONSUMER.items()}
     marked = sum(1 for x in overall.values() if x["mark"]) + sum(
         1 for c in consumers.values() for x in c.values() if x["mark"])
@@ -109,13 +118,15 @@ def _row(t: Table, label: str, line: dict[str, Any]) -> None:
     mark = line["mark"]
     style = _STYLE.get(mark)
     diff = "-" if line["diff"] is None else ("+" if line["diff"] > 0 else "") + _fmt(line["diff"])
-    t.add_row(escape(label), _fmt(line["a"]), _fmt(line["b"]), diff, f"[{style}]{mark}[/]" if style else "")
+    unit = line.get("unit", "")
+    t.add_row(escape(label), escape(unit), _fmt(line["a"]), _fmt(line["b"]), diff,
+              f"[{style}]{mark}[/]" if style else "")
 
 
 def render_compare(console: Console, r: dict[str, Any]) -> None:
     t = Table(title=f"A = {escape(r['a'])}   B = {escape(r['b'])}   (marked: moved by more than {r['threshold']:.0%})")
-    for col in ("figure", "A", "B", "B - A", ""):
-        t.add_column(col, justify="left" if col in ("figure", "") else "right")
+    for col in ("figure", "unit", "A", "B", "B - A", ""):
+        t.add_column(col, justify="left" if col in ("figure", "unit", "") else "right")
     for k, line in r["overall"].items():
         _row(t, k, line)
     for p, figs in r["consumers"].items():
