@@ -72,6 +72,9 @@ def test_an_agent_restarted_20_times_keeps_every_activity(tmp_path):
             for i in range(20):
                 agent.kill(signal.SIGTERM)  # as an upgrade stops it: its processes keep running
                 assert agent.popen.returncode == 0, agent.output()[-2000:]
+                # the master notices the silence before the new agent comes (a restart on a quiet
+                # machine can be quicker than three missed heartbeats of 0.1 s)
+                wait_until(lambda: host_state(m, "h1") == "unreachable", 20, "h1 unreachable")
                 agent = start_agent(m, "h1", tmp_path / "h1", slots=4)
                 wait_until(lambda: agent.output().count("h1: registered with") == i + 2, 20, "the agent back")
                 wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 back")
