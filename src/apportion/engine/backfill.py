@@ -60,17 +60,24 @@ def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int)
         limit -= limit % rs.spec.order
         if limit <= 0 or rs.held + limit < rs.min:
             continue
-        placed = 0
-        for owner, n in pools:
-            take = min(n, limit - placed)
-            if take > 0:
-                placed += c._give(rs, g, take, pool_source(owner))
-            if placed >= limit:
-                break
+        placed = _give_from_pools(c, rs, g, pools, limit)
         given += placed
         if not ends_in_time:
             extra -= placed
     return given
+
+
+def _give_from_pools(c, rs: RequestState, g: str, pools: list[tuple[str, int]], limit: int) -> int:
+    """Up to ``limit`` slots of ``g`` to ``rs`` from the idle share pools, nearest first;
+    how many were given."""
+    placed = 0
+    for owner, n in pools:
+        take = min(n, limit - placed)
+        if take > 0:
+            placed += c._give(rs, g, take, pool_source(owner))
+        if placed >= limit:
+            break
+    return placed
 
 
 def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
@@ -99,13 +106,7 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
                 continue
             mine = c.granted_now.get(rs.spec.id)
             before = len(mine) if mine else 0
-            placed = 0
-            for owner, k in pools:
-                take = min(k, n - placed)
-                if take > 0:
-                    placed += c._give(rs, g, take, pool_source(owner))
-                if placed >= n:
-                    break
+            _give_from_pools(c, rs, g, pools, n)
             for a in c.granted_now.get(rs.spec.id, [])[before:]:
                 fill[a.id] = a
             if want.get(leaf, 0) <= 0:
