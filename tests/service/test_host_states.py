@@ -196,16 +196,22 @@ def test_sigkill_of_the_agent_during_a_reclaims_grace_waits_for_the_processes(tm
         reap()
 
 
+def _two_hosts_and_a_on_h1(m, c, slots: int) -> tuple[int, int]:
+    """Once h1 and h2 are up: /A's client, and its allocation of ``slots`` held on h1."""
+    wait_until(lambda: host_state(m, "h1") == "ok" and host_state(m, "h2") == "ok", 20, "hosts up")
+    a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
+    aid = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": slots,
+                                          "requirement": "select(name == 'h1')"}).json()["id"]
+    wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["hosts"] == {"h1": slots}, 20, "A on h1")
+    return a, aid
+
+
 def test_confirm_dead_frees_the_host_at_once_and_is_audited(tmp_path):
     m = start_master(tmp_path / "m", PLAN, extra=["--host-lost-after", "60"])
     agents = [start_agent(m, name, tmp_path / name, slots=2) for name in ("h1", "h2")]
     try:
         with m.http() as c:
-            wait_until(lambda: host_state(m, "h1") == "ok" and host_state(m, "h2") == "ok", 20, "hosts up")
-            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
-            aid = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 2,
-                                                  "requirement": "select(name == 'h1')"}).json()["id"]
-            wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["hosts"] == {"h1": 2}, 20, "A on h1")
+            a, aid = _two_hosts_and_a_on_h1(m, c, 2)
             act, pid = running(c, aid, "h1", STUBBORN)
 
             r = apportion(m, "host", "confirm-dead", "h2")
@@ -247,11 +253,7 @@ def test_an_unreachable_host_keeps_its_work_and_gets_no_new_placements(tmp_path)
     agents = [start_agent(m, name, tmp_path / name, slots=2) for name in ("h1", "h2")]
     try:
         with m.http() as c:
-            wait_until(lambda: host_state(m, "h1") == "ok" and host_state(m, "h2") == "ok", 20, "hosts up")
-            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
-            aid = c.post("/v1/allocations", json={"client": a, "consumer": "/A", "group": "all", "max": 1,
-                                                  "requirement": "select(name == 'h1')"}).json()["id"]
-            wait_until(lambda: c.get(f"/v1/allocations/{aid}").json()["hosts"] == {"h1": 1}, 20, "A on h1")
+            a, aid = _two_hosts_and_a_on_h1(m, c, 1)
             act, pid = running(c, aid, "h1")
 
             agents[0].kill(signal.SIGKILL)
