@@ -228,7 +228,9 @@ class Engine:
 
     def next_deadline(self) -> float | None:
         """The earliest reclaim deadline still pending, if any."""
-        return self.state.next_deadline()
+        mine = self.state.next_deadline()
+        theirs = self.kinds.next_deadline() if self.kinds else None
+        return theirs if mine is None else mine if theirs is None else min(mine, theirs)
 
     def report(self) -> Report:
         return build_report(self.state, self._views)

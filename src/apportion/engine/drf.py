@@ -7,7 +7,8 @@ in the slot books of ``state.ClusterState``. Each cycle, per resource group in p
 1. reclaims whose grace ran out are taken (Removal); reclaims for a consumer that no
    longer needs them are called off;
 2. *own*: a leaf that owns kinds in the group (``owned: {gpus: 16}``) is served within
-   what it owns, lowest dominant share first; when no host has room it reclaims, from
+   what it owns of those kinds (what else an instance needs, such as the cores beside
+   owned GPUs, comes with it), lowest dominant share first; when no host has room it reclaims, from
    those holding more than they own (the highest dominant share first, newest first),
    what one instance needs on one host, after each victim's grace;
 3. *shared*: progressive filling. The leaf with the lowest dominant share (divided by its
@@ -319,7 +320,25 @@ class KindBook:
                 add_into(self.incoming.setdefault(key, {}), a.amount, -1.0)
                 a.reclaim = None
 
+    def next_deadline(self) -> float | None:
+        return min((a.reclaim.deadline for a in self.allocs.values() if a.reclaim is not None), default=None)
+
     # -- what people look at ----------------------------------------------------------------
+    def requests_held(self) -> dict[str, dict]:
+        """Request -> what it holds: slots in all, slots per host, and what each slot needs."""
+        out: dict[str, dict] = {}
+        for rid, kr in self.requests.items():
+            hosts: dict[str, int] = {}
+            for a in kr.allocs.values():
+                hosts[a.host] = hosts.get(a.host, 0) + a.slots
+            out[rid] = {"held": kr.held, "hosts": hosts, "resources": rounded(kr.need)}
+        return out
+
+    def reclaiming(self) -> list[dict]:
+        return [{"request": a.request, "host": a.host, "slots": a.slots, "deadline": a.reclaim.deadline,
+                 "for": a.reclaim.beneficiary}
+                for a in sorted(self.allocs.values(), key=lambda a: a.id) if a.reclaim is not None]
+
     def report(self, state: ClusterState) -> dict:
         """Per group: the total of each kind, and per consumer (leaves and their ancestors)
         what it holds of each kind and its dominant share."""
@@ -477,20 +496,22 @@ class GroupCycle:
                 while left >= kr.spec.order:
                     n = kr.spec.order
                     need = scaled(kr.need, n)
-                    if any(a > EPS and k not in owned for k, a in need.items()):
-                        break  # needs a kind it does not own: the shared phase serves it
+                    if not any(need.get(k, 0.0) > EPS for k in owned):
+                        break  # needs none of what it owns: the shared phase serves it
                     have = dict(self.book.own_use.get(key, {}))
                     add_into(have, promised)
                     if not within(have, need, owned) or not self._max_ok(leaf, need):
                         break
                     spot = self._place(kr, n)
                     if spot is None:
-                        if not fits(need, covered):
+                        # reclaims on their way count by the kinds it owns (the rest is there or comes with them)
+                        mine = {k: a for k, a in need.items() if k in owned}
+                        if not fits(mine, covered):
                             freed = self._reclaim_for(leaf, kr, n)
                             if freed is None:
                                 break
                             add_into(covered, freed)
-                        add_into(covered, need, -1.0)
+                        add_into(covered, mine, -1.0)
                         add_into(promised, need)
                     else:
                         self._grant(kr, spot[0], spot[1], n, OWN)
