@@ -178,6 +178,7 @@ class Engine:
         out again (EGO's ownership policy, step 3; engine/ownership.py)."""
         self._quiet = None
         was_down = self.state.hosts[name].state is HostState.DOWN
+        self.kinds.forget_places()
         lost = self.kinds.host_down(self.state, name) if state is HostState.DOWN and self.kinds else []
         self.state.lost.extend(lost)
         lost += self.state.set_host_state(name, state, keep_in_use)

@@ -78,15 +78,18 @@ class KindAlloc:
 
 
 class KindRequest:
-    __slots__ = ("spec", "need", "held", "allocs", "groups", "gpu")
+    __slots__ = ("spec", "need", "held", "allocs", "groups", "gpu", "arrival", "shape")
 
-    def __init__(self, spec: Request, groups: tuple[str, ...]) -> None:
+    def __init__(self, spec: Request, groups: tuple[str, ...], arrival: int) -> None:
         self.spec = spec
         self.need = vector(spec.resources)
         self.gpu = gpu_shape(self.need.get(GPUS, 0.0))
         self.held = 0
         self.allocs: dict[int, KindAlloc] = {}
         self.groups = groups
+        self.arrival = arrival
+        # what first-fit placement remembers a host cursor by (None: a requirement filters hosts)
+        self.shape = (spec.resources, spec.order) if spec.requirement is None else None
 
     @property
     def unmet(self) -> int:
@@ -104,7 +107,28 @@ class KindBook:
         self.use: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> held, all sources
         self.own_use: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> held as own
         self.incoming: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> being reclaimed for it
+        self.wanting: dict[str, KindRequest] = {}  # open requests below their max
+        self.on_host: dict[str, dict[int, KindAlloc]] = {}
+        self.marked: dict[int, KindAlloc] = {}  # allocations being reclaimed
+        self._free: dict[str, Vector] = {}  # host -> free_on, while nothing changes there
+        # first fit: group -> shape -> position in the group's hosts before which none fits the
+        # shape (lowered when anything is freed; forgotten when slot work or hosts change)
+        self.cursor: dict[str, dict[tuple, int]] = {}
+        self.totals: dict[str, Vector] = {}  # group -> what its hosts have (until hosts change)
+        self._arrivals = 0
         self._next = 1
+
+    def _track(self, kr: KindRequest) -> None:
+        if kr.held < kr.spec.max and kr.spec.id in self.requests:
+            self.wanting[kr.spec.id] = kr
+        else:
+            self.wanting.pop(kr.spec.id, None)
+
+    def forget_places(self) -> None:
+        """Hosts changed outside this book (a state, a plan): free space and cursors are read again."""
+        self._free.clear()
+        self.cursor.clear()
+        self.totals.clear()
 
     def __bool__(self) -> bool:
         return bool(self.requests or self.allocs)
@@ -116,7 +140,9 @@ class KindBook:
         if req.consumer not in state.consumers or not state.consumers[req.consumer].is_leaf:
             raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
         gpu_shape(dict(req.resources).get(GPUS, 0.0))  # a bad GPU amount is refused here
-        self.requests[req.id] = KindRequest(req, state.groups_of(req))
+        kr = self.requests[req.id] = KindRequest(req, state.groups_of(req), self._arrivals)
+        self._arrivals += 1
+        self._track(kr)
 
     def change(self, state: ClusterState, rid: str, min_slots: int | None, max_slots: int | None) -> None:
         kr = self.requests[rid]
@@ -129,9 +155,11 @@ class KindBook:
             take = min(over, a.slots)
             self._shrink(state, a, take)
             over -= take
+        self._track(kr)
 
     def release(self, state: ClusterState, rid: str) -> None:
         kr = self.requests.pop(rid)
+        self.wanting.pop(rid, None)
         for a in list(kr.allocs.values()):
             self._drop(state, a)
 
@@ -146,6 +174,9 @@ class KindBook:
     def free_on(self, state: ClusterState, host: str) -> Vector:
         """What ``host`` has left for vector work: its resources, less what vector work holds,
         less what its slot allocations take (each slot its share of the host)."""
+        got = self._free.get(host)
+        if got is not None:
+            return got
         h = state.hosts[host]
         cap = h.host.resources
         free = dict(cap)
@@ -153,11 +184,13 @@ class KindBook:
         if used:
             add_into(free, used, -1.0)
         slots = h.host.slots
-        if slots > 0:
+        if slots > 0 and state.by_host[host]:
             by_slots = slots - h.free - state.fences.get((FENCE, host), 0)
             if by_slots > 0:
                 for k, a in cap:
                     free[k] -= a * by_slots / slots
+        else:  # no slot work here: nothing outside this book changes it
+            self._free[host] = free
         return free
 
     def _place_gpus(self, row: list[int], shape: tuple[int, int], slots: int) -> list[tuple[int, int]] | None:
@@ -191,8 +224,10 @@ class KindBook:
         a = KindAlloc(self._next, kr.spec.id, kr.spec.consumer, group, host, slots, kr.need, tuple(gpus), source)
         self._next += 1
         self.allocs[a.id] = a
+        self.on_host.setdefault(host, {})[a.id] = a
         kr.allocs[a.id] = a
         kr.held += slots
+        self._track(kr)
         self._count(a, +1)
         row = self._gpu_row(state, host)
         for i, m in gpus:
@@ -202,6 +237,7 @@ class KindBook:
 
     def _count(self, a: KindAlloc, sign: int) -> None:
         amount = a.amount
+        self._free.pop(a.host, None)
         add_into(self.host_used.setdefault(a.host, {}), amount, sign)
         add_into(self.use.setdefault((a.group, a.consumer), {}), amount, sign)
         if a.source == OWN:
@@ -212,14 +248,28 @@ class KindBook:
     def _drop(self, state: ClusterState, a: KindAlloc) -> None:
         self._count(a, -1)
         del self.allocs[a.id]
+        del self.on_host[a.host][a.id]
+        self.marked.pop(a.id, None)
         kr = self.requests.get(a.request)
         if kr is not None:
             kr.allocs.pop(a.id, None)
             kr.held -= a.slots
+            self._track(kr)
         row = self._gpu_row(state, a.host)
         for i, m in a.gpus:
             row[i] += m
         self._refence(state, a.host)
+        self._freed(state, a.host)
+
+    def _freed(self, state: ClusterState, host: str) -> None:
+        """Room came back on ``host``: first fit looks at it again."""
+        for g in state.hosts[host].groups:
+            shapes = self.cursor.get(g.name)
+            if shapes:
+                r = g.rank[host]
+                for key, pos in shapes.items():
+                    if pos > r:
+                        shapes[key] = r
 
     def _shrink(self, state: ClusterState, a: KindAlloc, slots: int) -> None:
         """Give back ``slots`` of ``a`` (its last devices first); the rest keeps its id."""
@@ -236,8 +286,10 @@ class KindBook:
         kr = self.requests.get(a.request)
         if kr is not None:
             kr.held -= slots
+            self._track(kr)
         self._count(a, +1)
         self._refence(state, a.host)
+        self._freed(state, a.host)
 
     def _refence(self, state: ClusterState, host: str) -> None:
         """Keep the part of ``host``'s slots that vector work holds off the slot books."""
@@ -258,7 +310,8 @@ class KindBook:
     # -- the world ------------------------------------------------------------------------
     def host_down(self, state: ClusterState, host: str) -> list[Removal]:
         lost = []
-        for a in [a for a in self.allocs.values() if a.host == host]:
+        self.forget_places()
+        for a in list(self.on_host.get(host, {}).values()):
             lost.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "lost: host down"))
             self._drop(state, a)
         return lost
@@ -267,6 +320,8 @@ class KindBook:
         """What the new plan in ``state`` cannot hold: requests of consumers gone or no
         longer leaves, allocations in groups or on hosts no longer there."""
         gone: list[Removal] = []
+        self.forget_places()
+        self.gpu_free = {h: r for h, r in self.gpu_free.items() if h in state.hosts}
         for rid, kr in list(self.requests.items()):
             c = state.consumers.get(kr.spec.consumer)
             if c is None or not c.is_leaf:
@@ -274,6 +329,7 @@ class KindBook:
                     gone.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "plan changed"))
                     self._drop(state, a)
                 del self.requests[rid]
+                self.wanting.pop(rid, None)
                 continue
             kr.groups = state.groups_of(kr.spec)
         for a in list(self.allocs.values()):
@@ -281,7 +337,6 @@ class KindBook:
             if g is None or a.host not in g.rank or a.group not in state.consumers[a.consumer].groups:
                 gone.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "plan changed"))
                 self._drop(state, a)
-        self.gpu_free = {h: r for h, r in self.gpu_free.items() if h in state.hosts}
         for host in {a.host for a in self.allocs.values()}:
             self._refence(state, host)
         return gone
@@ -289,16 +344,23 @@ class KindBook:
     # -- the cycle ------------------------------------------------------------------------
     def cycle(self, state: ClusterState, now: float, out: Decisions) -> bool:
         """Decide for the vector requests, adding to ``out``; True when anything changed."""
-        if not self:
+        if not (self.wanting or self.marked):
             return False
         before = len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled)
-        for a in [a for a in self.allocs.values() if a.reclaim is not None and a.reclaim.deadline <= now]:
+        for a in [a for a in self.marked.values() if a.reclaim.deadline <= now]:  # type: ignore[union-attr]
             out.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, a.reclaim.reason))
             self._drop(state, a)
         self._cancel_unneeded(state, out)
+        if state.allocs:  # slot work moves room on shared hosts without telling this book
+            self.cursor.clear()
         given: dict[str, list[KindAlloc]] = {}
+        by_group: dict[str, dict[str, list[KindRequest]]] = {}
+        for kr in sorted(self.wanting.values(), key=lambda kr: kr.arrival):
+            for g in kr.groups:
+                by_group.setdefault(g, {}).setdefault(kr.spec.consumer, []).append(kr)
         for group in state.group_names:
-            GroupCycle(self, state, group, now, out, given).run()
+            if group in by_group:
+                GroupCycle(self, state, group, now, out, given).run(by_group[group])
         for rid, allocs in given.items():
             kr = self.requests[rid]
             if kr.held < kr.spec.min:
@@ -309,19 +371,22 @@ class KindBook:
         return len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled) != before
 
     def _cancel_unneeded(self, state: ClusterState, out: Decisions) -> None:
-        for a in [a for a in self.allocs.values() if a.reclaim is not None]:
+        if not self.marked:
+            return
+        wanting = {(g, kr.spec.consumer) for kr in self.wanting.values() for g in kr.groups}
+        for a in list(self.marked.values()):
+            assert a.reclaim is not None
             key = (a.group, a.reclaim.beneficiary)
-            wants = any(kr.unmet and a.group in kr.groups for kr in self.requests.values()
-                        if kr.spec.consumer == a.reclaim.beneficiary)
-            if not wants:
+            if key not in wanting:
                 r = a.reclaim
                 out.cancelled.append(Reclaim(a.request, a.consumer, a.group, a.host, a.slots,
                                              r.deadline, r.beneficiary, r.reason))
                 add_into(self.incoming.setdefault(key, {}), a.amount, -1.0)
                 a.reclaim = None
+                del self.marked[a.id]
 
     def next_deadline(self) -> float | None:
-        return min((a.reclaim.deadline for a in self.allocs.values() if a.reclaim is not None), default=None)
+        return min((a.reclaim.deadline for a in self.marked.values()), default=None)  # type: ignore[union-attr]
 
     # -- what people look at ----------------------------------------------------------------
     def requests_held(self) -> dict[str, dict]:
@@ -388,18 +453,12 @@ class GroupCycle:
         self.hosts = [n for n in state.groups[group].rank]  # the group's order
         self.packing = next((g.packing for g in state.plan.groups if g.name == group), "first")
 
-    def _wanting(self) -> dict[str, list[KindRequest]]:
-        by_leaf: dict[str, list[KindRequest]] = {}
-        for kr in self.book.requests.values():
-            if kr.unmet and self.group in kr.groups:
-                by_leaf.setdefault(kr.spec.consumer, []).append(kr)
-        return by_leaf
-
-    def run(self) -> None:
-        wanting = self._wanting()
-        if not wanting:
-            return
-        self.totals = group_totals(self.state, self.group)
+    def run(self, wanting: dict[str, list[KindRequest]]) -> None:
+        """``wanting``: leaf -> its requests below their max that may use the group, oldest first."""
+        tc = self.book.totals
+        if self.group not in tc:
+            tc[self.group] = group_totals(self.state, self.group)
+        self.totals = tc[self.group]
         if not self.totals:
             return
         self._frag: tuple | None = None
@@ -426,10 +485,21 @@ class GroupCycle:
     def _place(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
         if self.packing != "first" and set(kr.need) <= {"cores", "memory", GPUS}:
             return self._pack(kr, slots)
-        for n in self._candidates(kr):
-            gpus = self.book._fits_on(self.state, kr, n, slots)
-            if gpus is not None:
-                return n, gpus
+        if kr.shape is None:
+            return self._first_of(kr, slots, list(self._candidates(kr)))
+        # first fit from the shape's cursor: the hosts before it had no room for it
+        shapes = self.book.cursor.setdefault(self.group, {})
+        key = (kr.shape, slots)
+        hosts, ledgers, book, state = self.hosts, self.state.hosts, self.book, self.state
+        for i in range(shapes.get(key, 0), len(hosts)):
+            n = hosts[i]
+            h = ledgers[n]
+            if h.takes_work and h.host.resources:
+                gpus = book._fits_on(state, kr, n, slots)
+                if gpus is not None:
+                    shapes[key] = i
+                    return n, gpus
+        shapes[key] = len(hosts)
         return None
 
     def _pack(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
@@ -523,8 +593,8 @@ class GroupCycle:
         need = scaled(kr.need, slots)
         book, state = self.book, self.state
         for n in self._candidates(kr):
-            victims = sorted((a for a in book.allocs.values()
-                              if a.host == n and a.source != OWN and a.reclaim is None and a.consumer != leaf),
+            victims = sorted((a for a in book.on_host.get(n, {}).values()
+                              if a.source != OWN and a.reclaim is None and a.consumer != leaf),
                              key=lambda a: (-self.share(a.consumer), -a.id))
             if not victims:
                 continue
@@ -540,6 +610,7 @@ class GroupCycle:
                     for v in chosen:
                         grace = self.consumers[v.consumer].groups[v.group].grace
                         v.reclaim = PendingReclaim(self.now + grace, leaf, "ownership")
+                        book.marked[v.id] = v
                         add_into(book.incoming.setdefault((self.group, leaf), {}), v.amount)
                         self.out.reclaims.append(Reclaim(v.request, v.consumer, v.group, v.host, v.slots,
                                                          v.reclaim.deadline, leaf, "ownership"))
