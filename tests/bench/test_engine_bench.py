@@ -61,7 +61,7 @@ def test_command_json_has_the_fields():
     doc = json.loads(res.output)
     assert set(doc["machine"]) >= {"cpu", "logical_cpus", "ram_gib", "python"}
     r = doc["result"]
-    assert r["spec"] == {"hosts": 40, "slots_per_host": 4, "leaves": 8, "requests": 100, "groups": 4, "seed": 2}
+    assert r["spec"] == {"hosts": 40, "slots_per_host": 4, "leaves": 8, "requests": 100, "groups": 4, "seed": 2, "kinds": 1}
     assert r["cold_s"] > 0 and r["build_submit_s"] > 0
     assert r["steady"]["median_s"] > 0 and r["steady"]["p95_s"] > 0
     assert r["peak_rss_mib"] > 0 and r["tracemalloc_peak_mib"] > 0

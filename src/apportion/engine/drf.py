@@ -36,6 +36,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from sortedcontainers import SortedDict, SortedList
+
 from apportion.engine import gpupack
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.kinds import EPS, Vector, add_into, dominant, fits, rounded, scaled, vector, within
@@ -78,7 +80,7 @@ class KindAlloc:
 
 
 class KindRequest:
-    __slots__ = ("spec", "need", "held", "allocs", "groups", "gpu", "arrival", "shape")
+    __slots__ = ("spec", "need", "held", "allocs", "groups", "gpu", "arrival", "shape", "inst", "listed")
 
     def __init__(self, spec: Request, groups: tuple[str, ...], arrival: int) -> None:
         self.spec = spec
@@ -90,6 +92,8 @@ class KindRequest:
         self.arrival = arrival
         # what first-fit placement remembers a host cursor by (None: a requirement filters hosts)
         self.shape = (spec.resources, spec.order) if spec.requirement is None else None
+        self.inst = scaled(self.need, spec.order)  # what one instance needs
+        self.listed = False  # in the book's wanting lists
 
     @property
     def unmet(self) -> int:
@@ -108,26 +112,106 @@ class KindBook:
         self.own_use: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> held as own
         self.incoming: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> being reclaimed for it
         self.wanting: dict[str, KindRequest] = {}  # open requests below their max
+        self.wanting_by: dict[str, dict[str, SortedDict]] = {}  # group -> leaf -> arrival -> request
+        self.shapes_in: dict[str, dict[tuple | None, int]] = {}  # group -> shape -> wanting requests of it
+        # the least of every kind any request asks a slot: a host without that much free fits
+        # nothing; per group, the hosts that have it (their positions in the group), in order
+        self.unit: Vector | None = None
+        self._open: dict[str, SortedList] | None = None
+        self.dom: dict[tuple[str, str], float] = {}  # (group, leaf) -> dominant share, as last worked out
+        self._plan_facts: tuple | None = None
+        self.free_sum: dict[str, Vector] = {}  # group -> free on its hosts that take work
         self.on_host: dict[str, dict[int, KindAlloc]] = {}
         self.marked: dict[int, KindAlloc] = {}  # allocations being reclaimed
         self._free: dict[str, Vector] = {}  # host -> free_on, while nothing changes there
-        # first fit: group -> shape -> position in the group's hosts before which none fits the
-        # shape (lowered when anything is freed; forgotten when slot work or hosts change)
-        self.cursor: dict[str, dict[tuple, int]] = {}
         self.totals: dict[str, Vector] = {}  # group -> what its hosts have (until hosts change)
         self._arrivals = 0
         self._next = 1
 
     def _track(self, kr: KindRequest) -> None:
-        if kr.held < kr.spec.max and kr.spec.id in self.requests:
-            self.wanting[kr.spec.id] = kr
-        else:
-            self.wanting.pop(kr.spec.id, None)
+        wants = kr.held < kr.spec.max and kr.spec.id in self.requests
+        if wants == kr.listed:
+            return
+        kr.listed = wants
+        rid, leaf = kr.spec.id, kr.spec.consumer
+        if wants:
+            self.wanting[rid] = kr
+            for g in kr.groups:
+                self.wanting_by.setdefault(g, {}).setdefault(leaf, SortedDict())[kr.arrival] = kr
+                counts = self.shapes_in.setdefault(g, {})
+                counts[kr.shape] = counts.get(kr.shape, 0) + 1
+            return
+        self.wanting.pop(rid, None)
+        for g in kr.groups:
+            counts = self.shapes_in[g]
+            counts[kr.shape] -= 1
+            if not counts[kr.shape]:
+                del counts[kr.shape]
+            mine = self.wanting_by[g][leaf]
+            del mine[kr.arrival]
+            if not mine:
+                del self.wanting_by[g][leaf]
 
     def forget_places(self) -> None:
-        """Hosts changed outside this book (a state, a plan): free space and cursors are read again."""
+        """Hosts changed outside this book (a state, a plan): free space is read again."""
         self._free.clear()
-        self.cursor.clear()
+        self._open = None
+        self.totals.clear()
+        self.dom.clear()
+        self._plan_facts = None
+        self.free_sum.clear()
+
+    def open_hosts(self, state: ClusterState, group: str, hosts: list[str]) -> SortedList:
+        """Positions in ``group`` of the hosts that take work and have at least ``unit`` free."""
+        if self._open is None:
+            self._open = {}
+        got = self._open.get(group)
+        if got is None:
+            ledgers, unit = state.hosts, self.unit or {}
+            got = self._open[group] = SortedList(
+                i for i, n in enumerate(hosts)
+                if ledgers[n].takes_work and ledgers[n].host.resources and fits(unit, self.free_on(state, n)))
+        return got
+
+    def _host_changed(self, state: ClusterState, host: str) -> None:
+        """Keep ``host`` in or out of its groups' open hosts."""
+        if not self._open:
+            return
+        h = state.hosts[host]
+        ok = h.takes_work and fits(self.unit or {}, self.free_on(state, host))
+        for g in h.groups:
+            got = self._open.get(g.name)
+            if got is not None:
+                r = g.rank[host]
+                if ok:
+                    if r not in got:
+                        got.add(r)
+                else:
+                    got.discard(r)
+
+    def group_free(self, state: ClusterState, group: str, hosts: list[str]) -> Vector:
+        """What the group's hosts that take work have free, in all (kept up to date by ``_count``)."""
+        got = self.free_sum.get(group)
+        if got is None:
+            got = self.free_sum[group] = {}
+            for n in hosts:
+                if state.hosts[n].takes_work:
+                    add_into(got, self.free_on(state, n))
+        return got
+
+    def plan_facts(self, state: ClusterState) -> tuple[dict[str, list[str]], set[str]]:
+        """Per group, the leaves that own kinds there; the groups where someone has a per-kind max."""
+        if self._plan_facts is None or self._plan_facts[0] is not state.plan:
+            owners: dict[str, list[str]] = {}
+            maxed: set[str] = set()
+            for c in state.plan.consumers:
+                for g, gs in c.groups.items():
+                    if gs.owned_kinds and c.is_leaf:
+                        owners.setdefault(g, []).append(c.path)
+                    if gs.max_kinds:
+                        maxed.add(g)
+            self._plan_facts = (state.plan, owners, maxed)
+        return self._plan_facts[1], self._plan_facts[2]
         self.totals.clear()
 
     def __bool__(self) -> bool:
@@ -143,6 +227,13 @@ class KindBook:
         kr = self.requests[req.id] = KindRequest(req, state.groups_of(req), self._arrivals)
         self._arrivals += 1
         self._track(kr)
+        unit = self.unit
+        if unit is None:
+            self.unit = dict(kr.need)
+            self._open = None
+        elif any(kr.need.get(k, 0.0) < a - EPS for k, a in unit.items()):
+            self.unit = {k: min(a, kr.need.get(k, 0.0)) for k, a in unit.items()}
+            self._open = None
 
     def change(self, state: ClusterState, rid: str, min_slots: int | None, max_slots: int | None) -> None:
         kr = self.requests[rid]
@@ -159,7 +250,7 @@ class KindBook:
 
     def release(self, state: ClusterState, rid: str) -> None:
         kr = self.requests.pop(rid)
-        self.wanting.pop(rid, None)
+        self._track(kr)
         for a in list(kr.allocs.values()):
             self._drop(state, a)
 
@@ -228,16 +319,25 @@ class KindBook:
         kr.allocs[a.id] = a
         kr.held += slots
         self._track(kr)
-        self._count(a, +1)
+        self._count(state, a, +1)
         row = self._gpu_row(state, host)
         for i, m in gpus:
             row[i] -= m
         self._refence(state, host)
+        self._host_changed(state, host)
         return a
 
-    def _count(self, a: KindAlloc, sign: int) -> None:
+    def _count(self, state: ClusterState, a: KindAlloc, sign: int) -> None:
         amount = a.amount
         self._free.pop(a.host, None)
+        self.dom.pop((a.group, a.consumer), None)
+        if self.free_sum:
+            h = state.hosts[a.host]
+            if h.takes_work:
+                for g in h.groups:
+                    fs = self.free_sum.get(g.name)
+                    if fs is not None:
+                        add_into(fs, amount, -sign)
         add_into(self.host_used.setdefault(a.host, {}), amount, sign)
         add_into(self.use.setdefault((a.group, a.consumer), {}), amount, sign)
         if a.source == OWN:
@@ -246,7 +346,7 @@ class KindBook:
             add_into(self.incoming.setdefault((a.group, a.reclaim.beneficiary), {}), amount, sign)
 
     def _drop(self, state: ClusterState, a: KindAlloc) -> None:
-        self._count(a, -1)
+        self._count(state, a, -1)
         del self.allocs[a.id]
         del self.on_host[a.host][a.id]
         self.marked.pop(a.id, None)
@@ -259,24 +359,14 @@ class KindBook:
         for i, m in a.gpus:
             row[i] += m
         self._refence(state, a.host)
-        self._freed(state, a.host)
-
-    def _freed(self, state: ClusterState, host: str) -> None:
-        """Room came back on ``host``: first fit looks at it again."""
-        for g in state.hosts[host].groups:
-            shapes = self.cursor.get(g.name)
-            if shapes:
-                r = g.rank[host]
-                for key, pos in shapes.items():
-                    if pos > r:
-                        shapes[key] = r
+        self._host_changed(state, a.host)
 
     def _shrink(self, state: ClusterState, a: KindAlloc, slots: int) -> None:
         """Give back ``slots`` of ``a`` (its last devices first); the rest keeps its id."""
         if slots >= a.slots:
             self._drop(state, a)
             return
-        self._count(a, -1)
+        self._count(state, a, -1)
         keep = len(a.gpus) // a.slots * (a.slots - slots)
         row = self._gpu_row(state, a.host)
         for i, m in a.gpus[keep:]:
@@ -287,9 +377,9 @@ class KindBook:
         if kr is not None:
             kr.held -= slots
             self._track(kr)
-        self._count(a, +1)
+        self._count(state, a, +1)
         self._refence(state, a.host)
-        self._freed(state, a.host)
+        self._host_changed(state, a.host)
 
     def _refence(self, state: ClusterState, host: str) -> None:
         """Keep the part of ``host``'s slots that vector work holds off the slot books."""
@@ -325,13 +415,17 @@ class KindBook:
         for rid, kr in list(self.requests.items()):
             c = state.consumers.get(kr.spec.consumer)
             if c is None or not c.is_leaf:
+                del self.requests[rid]
+                self._track(kr)
                 for a in list(kr.allocs.values()):
                     gone.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "plan changed"))
                     self._drop(state, a)
-                del self.requests[rid]
-                self.wanting.pop(rid, None)
                 continue
+            del self.requests[rid]
+            self._track(kr)  # out of the lists under its old groups
+            self.requests[rid] = kr
             kr.groups = state.groups_of(kr.spec)
+            self._track(kr)
         for a in list(self.allocs.values()):
             g = state.groups.get(a.group)
             if g is None or a.host not in g.rank or a.group not in state.consumers[a.consumer].groups:
@@ -352,15 +446,13 @@ class KindBook:
             self._drop(state, a)
         self._cancel_unneeded(state, out)
         if state.allocs:  # slot work moves room on shared hosts without telling this book
-            self.cursor.clear()
+            self._free.clear()
+            self._open = None
+            self.free_sum.clear()
         given: dict[str, list[KindAlloc]] = {}
-        by_group: dict[str, dict[str, list[KindRequest]]] = {}
-        for kr in sorted(self.wanting.values(), key=lambda kr: kr.arrival):
-            for g in kr.groups:
-                by_group.setdefault(g, {}).setdefault(kr.spec.consumer, []).append(kr)
         for group in state.group_names:
-            if group in by_group:
-                GroupCycle(self, state, group, now, out, given).run(by_group[group])
+            if self.wanting_by.get(group):
+                GroupCycle(self, state, group, now, out, given).run(self.wanting_by[group])
         for rid, allocs in given.items():
             kr = self.requests[rid]
             if kr.held < kr.spec.min:
@@ -373,11 +465,10 @@ class KindBook:
     def _cancel_unneeded(self, state: ClusterState, out: Decisions) -> None:
         if not self.marked:
             return
-        wanting = {(g, kr.spec.consumer) for kr in self.wanting.values() for g in kr.groups}
         for a in list(self.marked.values()):
             assert a.reclaim is not None
             key = (a.group, a.reclaim.beneficiary)
-            if key not in wanting:
+            if key[1] not in self.wanting_by.get(a.group, {}):
                 r = a.reclaim
                 out.cancelled.append(Reclaim(a.request, a.consumer, a.group, a.host, a.slots,
                                              r.deadline, r.beneficiary, r.reason))
@@ -453,7 +544,7 @@ class GroupCycle:
         self.hosts = [n for n in state.groups[group].rank]  # the group's order
         self.packing = next((g.packing for g in state.plan.groups if g.name == group), "first")
 
-    def run(self, wanting: dict[str, list[KindRequest]]) -> None:
+    def run(self, wanting: dict[str, SortedDict]) -> None:
         """``wanting``: leaf -> its requests below their max that may use the group, oldest first."""
         tc = self.book.totals
         if self.group not in tc:
@@ -461,17 +552,25 @@ class GroupCycle:
         self.totals = tc[self.group]
         if not self.totals:
             return
-        self._frag: tuple | None = None
-        self._own(wanting)
+        self.owners, maxed = self.book.plan_facts(self.state)
+        self.maxed = self.group in maxed
+        self.failed: set[tuple] = set()  # shapes no open host fits this cycle
+        self.from_pos: dict[tuple, int] = {}  # shape -> the open hosts before it did not fit it
+        if self.owners.get(self.group):
+            self._own(wanting)
         self._shared(wanting)
 
     def settings(self, leaf: str):
         return self.consumers[leaf].groups[self.group]
 
     def share(self, leaf: str) -> float:
-        ratio = self.settings(leaf).share_ratio
-        d = dominant(self.book.use.get((self.group, leaf), {}), self.totals, self.weights)
-        return d / ratio if ratio > 0 else math.inf
+        key = (self.group, leaf)
+        d = self.book.dom.get(key)
+        if d is None:
+            ratio = self.settings(leaf).share_ratio
+            d = dominant(self.book.use.get(key, {}), self.totals, self.weights)
+            d = self.book.dom[key] = d / ratio if ratio > 0 else math.inf
+        return d
 
     # -- placement ------------------------------------------------------------------------
     def _candidates(self, kr: KindRequest) -> Iterator[str]:
@@ -485,21 +584,21 @@ class GroupCycle:
     def _place(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
         if self.packing != "first" and set(kr.need) <= {"cores", "memory", GPUS}:
             return self._pack(kr, slots)
-        if kr.shape is None:
+        if kr.shape is None or slots != kr.spec.order:
             return self._first_of(kr, slots, list(self._candidates(kr)))
-        # first fit from the shape's cursor: the hosts before it had no room for it
-        shapes = self.book.cursor.setdefault(self.group, {})
-        key = (kr.shape, slots)
-        hosts, ledgers, book, state = self.hosts, self.state.hosts, self.book, self.state
-        for i in range(shapes.get(key, 0), len(hosts)):
+        # first fit among the open hosts, from where this shape last stopped in this cycle (room
+        # only shrinks within a cycle's phases)
+        key = kr.shape
+        if key in self.failed:
+            return None
+        hosts, book, state = self.hosts, self.book, self.state
+        for i in book.open_hosts(state, self.group, hosts).irange(self.from_pos.get(key, 0)):
             n = hosts[i]
-            h = ledgers[n]
-            if h.takes_work and h.host.resources:
-                gpus = book._fits_on(state, kr, n, slots)
-                if gpus is not None:
-                    shapes[key] = i
-                    return n, gpus
-        shapes[key] = len(hosts)
+            gpus = book._fits_on(state, kr, n, slots)
+            if gpus is not None:
+                self.from_pos[key] = i
+                return n, gpus
+        self.failed.add(key)
         return None
 
     def _pack(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
@@ -549,28 +648,35 @@ class GroupCycle:
         self.given.setdefault(kr.spec.id, []).append(a)
         self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, source))
 
-    def _instance(self, kr: KindRequest) -> int:
-        """Slots of the next instance: ``order`` (the last may be smaller only if max says so)."""
-        return min(kr.spec.order, kr.unmet) if kr.unmet >= kr.spec.order else 0
+    @staticmethod
+    def _instance(kr: KindRequest) -> int:
+        """Slots of the next instance: ``order``, or 0 when that would pass the request's max."""
+        order = kr.spec.order
+        return order if kr.spec.max - kr.held >= order else 0
 
     # -- 2. own ----------------------------------------------------------------------------
     def _own(self, wanting: dict[str, list[KindRequest]]) -> None:
-        owners = [leaf for leaf in wanting if self.settings(leaf).owned_kinds]
+        owners = [leaf for leaf in self.owners.get(self.group, ()) if leaf in wanting]
         for leaf in sorted(owners, key=lambda x: (self.share(x), self.consumers[x].index)):
             owned = vector(self.settings(leaf).owned_kinds)
             key = (self.group, leaf)
             covered = dict(self.book.incoming.get(key, {}))  # on its way to the leaf already
             promised: Vector = {}  # what the instances waiting for those reclaims need
-            for kr in wanting[leaf]:
+            done: set[tuple] = set()  # shapes that got all they could (what they need only grows)
+            for kr in list(wanting.get(leaf, {}).values()):
+                if kr.shape in done:
+                    continue
                 left = kr.unmet
                 while left >= kr.spec.order:
                     n = kr.spec.order
-                    need = scaled(kr.need, n)
+                    need = kr.inst
                     if not any(need.get(k, 0.0) > EPS for k in owned):
                         break  # needs none of what it owns: the shared phase serves it
                     have = dict(self.book.own_use.get(key, {}))
                     add_into(have, promised)
                     if not within(have, need, owned) or not self._max_ok(leaf, need):
+                        if kr.shape is not None:
+                            done.add(kr.shape)
                         break
                     spot = self._place(kr, n)
                     if spot is None:
@@ -579,6 +685,8 @@ class GroupCycle:
                         if not fits(mine, covered):
                             freed = self._reclaim_for(leaf, kr, n)
                             if freed is None:
+                                if kr.shape is not None:
+                                    done.add(kr.shape)
                                 break
                             add_into(covered, freed)
                         add_into(covered, mine, -1.0)
@@ -619,6 +727,8 @@ class GroupCycle:
 
     def _max_ok(self, leaf: str, need: Vector) -> bool:
         """Within the per-kind max of the leaf and of each ancestor that sets one."""
+        if not self.maxed:
+            return True
         for who in (leaf, *self.state.ancestors.get(leaf, ())):
             gs = self.consumers[who].groups.get(self.group)
             if gs is None or not gs.max_kinds:
@@ -637,10 +747,9 @@ class GroupCycle:
         per owner."""
         every: Vector = {}
         per: dict[str, Vector] = {}
-        for c in self.consumers.values():
-            gs = c.groups.get(self.group)
-            if not c.is_leaf or gs is None or not gs.owned_kinds:
-                continue
+        for path in self.owners.get(self.group, ()):
+            c = self.consumers[path]
+            gs = c.groups[self.group]
             lent = set(gs.lend_kinds) if gs.lend and gs.lend_kinds is not None else None
             have = self.book.own_use.get((self.group, c.path), {})
             mine = {}
@@ -655,41 +764,70 @@ class GroupCycle:
                 add_into(every, mine)
         return every, per
 
-    def _free_total(self) -> Vector:
-        tot: Vector = {}
-        for n in self.hosts:
-            if self.state.hosts[n].takes_work:
-                add_into(tot, self.book.free_on(self.state, n))
-        return tot
-
-    def _shared(self, wanting: dict[str, list[KindRequest]]) -> None:
+    def _shared(self, wanting: dict[str, SortedDict]) -> None:
         kept, per = self._kept()
-        free = self._free_total() if kept else {}
+        free = dict(self.book.group_free(self.state, self.group, self.hosts)) if kept else {}
         heap = [(self.share(leaf), self.consumers[leaf].index, leaf) for leaf in wanting]
         heapq.heapify(heap)
+        # per leaf, its requests as they were and how far it got: a request passed over here
+        # (its max reached, or its instance fitting nowhere the leaf may take) is not looked at
+        # again in this phase, as room only shrinks and use only grows within it
+        lists: dict[str, list[KindRequest]] = {}
+        at: dict[str, int] = {}
+        blocked: set[tuple] = set()  # (leaf, shape) over its limits or beyond what it may take
+        failed = self.failed
+        shapes = self.book.shapes_in.get(self.group, {})
+        owners = set(self.owners.get(self.group, ()))
+        # shapes that fit nowhere, or not beside what owners keep: the same for every leaf that
+        # keeps nothing itself
+        dead: set[tuple] = set()
         while heap:
+            if len(failed) >= len(shapes) and None not in shapes:
+                break  # no shape that anyone wants fits anywhere: nobody can get anything more
             _, _, leaf = heapq.heappop(heap)
-            served = False
-            for kr in wanting[leaf]:
-                n = self._instance(kr)
-                if not n:
+            if leaf not in owners and len(dead | failed) >= len(shapes) and None not in shapes:
+                continue
+            reqs = lists.get(leaf)
+            if reqs is None:
+                got = wanting.get(leaf)
+                if not got:
                     continue
-                need = scaled(kr.need, n)
+                reqs = lists[leaf] = list(got.values())
+            i = at.get(leaf, 0)
+            served = False
+            while i < len(reqs):
+                kr = reqs[i]
+                n = self._instance(kr)
+                shape = kr.shape
+                if not n or shape in failed or (leaf, shape) in blocked or (shape in dead and leaf not in owners):
+                    i += 1
+                    continue
+                need = kr.inst
                 if not self._max_ok(leaf, need):
+                    blocked.add((leaf, shape))
+                    i += 1
                     continue
                 if kept:
                     mine = per.get(leaf, {})
                     if any(a > EPS and a > free.get(k, 0.0) - (kept.get(k, 0.0) - mine.get(k, 0.0)) + EPS
                            for k, a in need.items()):
+                        blocked.add((leaf, shape))
+                        if leaf not in per and shape is not None:
+                            dead.add(shape)
+                        i += 1
                         continue
                 spot = self._place(kr, n)
                 if spot is None:
+                    if shape is None:
+                        blocked.add((leaf, shape))
+                    i += 1
                     continue
                 self._grant(kr, spot[0], spot[1], n, SHARED)
                 if kept:
                     add_into(free, need, -1.0)
                 served = True
                 break
+            at[leaf] = i
             if served:
                 heapq.heappush(heap, (self.share(leaf), self.consumers[leaf].index, leaf))
 
