@@ -61,7 +61,7 @@ def test_command_json_has_the_fields():
     doc = json.loads(res.output)
     assert set(doc["machine"]) >= {"cpu", "logical_cpus", "ram_gib", "python"}
     r = doc["result"]
-    assert r["spec"] == {"hosts": 40, "slots_per_host": 4, "leaves": 8, "requests": 100, "groups": 4, "seed": 2}
+    assert r["spec"] == {"hosts": 40, "slots_per_host": 4, "leaves": 8, "requests": 100, "groups": 4, "seed": 2, "kinds": 1}
     assert r["cold_s"] > 0 and r["build_submit_s"] > 0
     assert r["steady"]["median_s"] > 0 and r["steady"]["p95_s"] > 0
     assert r["peak_rss_mib"] > 0 and r["tracemalloc_peak_mib"] > 0
@@ -98,3 +98,14 @@ def test_percentile_and_machine():
     assert percentile([7.0], 95) == 7.0
     m = machine_info()
     assert m["logical_cpus"] >= 1 and m["ram_gib"] > 0 and m["cpu"]
+
+
+def test_kinds_3_runs_with_vector_requests_and_no_host_over():
+    res = CliRunner().invoke(app, ["bench", "engine", "--hosts", "40", "--slots-per-host", "8", "--leaves", "8",
+                                   "--requests", "100", "--steady-cycles", "3", "--seed", "2", "--json",
+                                   "--kinds", "3"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)["result"]
+    assert r["spec"]["kinds"] == 3
+    assert r["cold"]["grants"] > 0 and r["cold"]["hosts_over_capacity"] == 0
+    assert r["steady"]["after_hosts_over_capacity"] == 0

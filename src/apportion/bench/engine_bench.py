@@ -47,8 +47,11 @@ def capacity_check(engine: Engine) -> dict:
     st = engine.state
     over = 0
     held_total = 0
+    fenced: dict[str, int] = {}
+    for (_, host), n in st.fences.items():  # slots kept for work outside the slot books (vector requests)
+        fenced[host] = fenced.get(host, 0) + n
     for name, ledger in st.hosts.items():
-        held = int(sum(a.slots for a in st.by_host[name].values()))  # slots may be gmpy2 integers
+        held = int(sum(a.slots for a in st.by_host[name].values())) + fenced.get(name, 0)  # slots may be gmpy2 integers
         held_total += held
         if held > ledger.host.slots or ledger.free < 0 or ledger.free != ledger.host.slots - held:
             over += 1
@@ -94,7 +97,7 @@ def run(spec: WorkloadSpec, steady_cycles: int = 20, change_fraction: float = 0.
     t = time.perf_counter()
     settle_cycles = sum(1 for _ in quiet_cycles(engine, 0.0))
     settle_s = time.perf_counter() - t
-    held = sum(a.slots for a in engine.state.allocs.values())
+    held = sum(a.slots for a in engine.state.allocs.values()) + sum(a.slots for a in engine.kinds.allocs.values())
 
     churn = Churn(wl, change_fraction)
     steady: list[float] = []
@@ -203,7 +206,7 @@ def scaled(spec: WorkloadSpec, hosts: int) -> WorkloadSpec:
     f = hosts / spec.hosts
     return WorkloadSpec(hosts=hosts, slots_per_host=spec.slots_per_host,
                         leaves=max(1, round(spec.leaves * f)), requests=max(1, round(spec.requests * f)),
-                        groups=min(spec.groups, hosts), seed=spec.seed)
+                        groups=min(spec.groups, hosts), seed=spec.seed, kinds=spec.kinds)
 
 
 def run_in_child(spec: WorkloadSpec, steady_cycles: int, change_fraction: float) -> dict:

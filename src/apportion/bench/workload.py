@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from apportion.engine.model import (
     ROOT,
@@ -50,8 +50,13 @@ class WorkloadSpec:
     requests: int = 20_000
     groups: int = 4
     seed: int = 1
+    # 1: plain slots; 3: hosts with cores, memory and GPUs, and requests with a vector per
+    # slot (served by Dominant Resource Fairness, engine/drf.py), ownership counted in cores
+    kinds: int = 1
 
     def __post_init__(self) -> None:
+        if self.kinds not in (1, 3):
+            raise ValueError("kinds must be 1 or 3")
         for name in ("hosts", "slots_per_host", "leaves", "groups"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -101,7 +106,8 @@ class Workload:
 
 def make_plan(spec: WorkloadSpec, rng: random.Random) -> Plan:
     width = len(str(spec.hosts - 1))
-    hosts = tuple(Host(f"h{i:0{width}d}", spec.slots_per_host) for i in range(spec.hosts))
+    hosts = tuple(Host(f"h{i:0{width}d}", spec.slots_per_host, resources=host_kinds(spec))
+                  for i in range(spec.hosts))
     group_names = [f"rg{i}" for i in range(spec.groups)]
     bounds = [spec.hosts * i // spec.groups for i in range(spec.groups + 1)]
     groups = tuple(
@@ -212,8 +218,30 @@ def make_plan(spec: WorkloadSpec, rng: random.Random) -> Plan:
     return Plan(hosts, groups, tuple(consumers), Policy())
 
 
+def host_kinds(spec: WorkloadSpec) -> tuple[tuple[str, float], ...]:
+    """A host's resources with 3 kinds: a core and 4 GB a slot, a GPU every 4 slots."""
+    if spec.kinds == 1:
+        return ()
+    s = spec.slots_per_host
+    return (("cores", float(s)), ("gpus", float(s // 4)), ("memory", 4.0 * s))
+
+
+# what a slot asks with 3 kinds, and how often: most a core and 4 or 8 GB, some a GPU
+SLOT_SHAPES = ((("cores", 1.0), ("memory", 4.0)), (("cores", 1.0), ("memory", 8.0)),
+               (("cores", 4.0), ("gpus", 1.0), ("memory", 16.0)))
+SLOT_SHAPE_WEIGHTS = (80, 95, 100)
+
+
+def with_kinds(plan: Plan) -> Plan:
+    """The plan for 3 kinds: what a consumer owns in slots it owns in cores (its slots' cores)."""
+    consumers = tuple(replace(c, groups={g: replace(gs, owned=0, owned_kinds=(("cores", float(gs.owned)),))
+                                         if gs.owned else gs for g, gs in c.groups.items()})
+                      for c in plan.consumers)
+    return replace(plan, consumers=consumers)
+
+
 def random_request(rng: random.Random, rid: str, seq: int, leaves: list[str], weights: list[int],
-                   groups_of: dict[str, tuple[str, ...]]) -> Request:
+                   groups_of: dict[str, tuple[str, ...]], kinds: int = 1) -> Request:
     consumer = rng.choices(leaves, cum_weights=weights)[0]
     x = rng.random()
     order = 4 if x < 0.05 else 2 if x < 0.15 else 1
@@ -224,7 +252,8 @@ def random_request(rng: random.Random, rid: str, seq: int, leaves: list[str], we
     planned = groups_of[consumer]
     if len(planned) > 1 and rng.random() < 0.1:
         groups = (rng.choice(planned),)
-    return Request(rid, consumer, mx, min=mn, groups=groups, order=order, seq=seq)
+    resources = rng.choices(SLOT_SHAPES, cum_weights=SLOT_SHAPE_WEIGHTS)[0] if kinds == 3 else ()
+    return Request(rid, consumer, mx, min=mn, groups=groups, order=order, seq=seq, resources=resources)
 
 
 def new_max(rng: random.Random, req: Request) -> int:
@@ -242,7 +271,9 @@ def make_workload(spec: WorkloadSpec) -> Workload:
     for _ in leaves:
         total += rng.choice((1, 1, 1, 2, 3, 8))
         cum.append(total)
-    requests = [random_request(rng, f"r{i}", i, leaves, cum, groups_of) for i in range(spec.requests)]
+    requests = [random_request(rng, f"r{i}", i, leaves, cum, groups_of, spec.kinds) for i in range(spec.requests)]
+    if spec.kinds == 3:
+        plan = with_kinds(plan)
     return Workload(spec, plan, requests, leaves, cum)
 
 
@@ -290,7 +321,7 @@ class Churn:
             self._drop(req.id)
         for _ in range(max(n_release, n - len(touched))):
             req = random_request(rng, f"r{self.next}", self.next, self.wl.leaves, self.wl.leaf_weights,
-                                 self.groups_of)
+                                 self.groups_of, self.wl.spec.kinds)
             self.next += 1
             self.pos[req.id] = len(self.open)
             self.open.append(req)

@@ -162,6 +162,9 @@ def engine(
                                     "each point in a fresh process."),
     trace_memory: bool = typer.Option(False, "--tracemalloc",
                                       help="Also measure the tracemalloc peak, in a separate untimed run (not with --curve)."),
+    kinds: int = typer.Option(1, "--kinds", min=1, max=3,
+                              help="1: plain slots; 3: hosts with cores, memory and GPUs, and requests with a "
+                                   "resource vector per slot (Dominant Resource Fairness)."),
 ) -> None:
     """Time the engine: build, cold first cycle, steady cycles under churn, and peak memory."""
     from apportion.bench.engine_bench import curve as run_curve
@@ -170,7 +173,7 @@ def engine(
     from apportion.bench.workload import WorkloadSpec
 
     spec = _spec(WorkloadSpec, hosts=hosts, slots_per_host=slots_per_host, leaves=leaves, requests=requests,
-                 groups=groups, seed=seed)
+                 groups=groups, seed=seed, kinds=kinds)
     machine = machine_info()
     console = Console()
     errc = Console(stderr=True)

@@ -18,6 +18,10 @@ def _fmt_time(t: float) -> str:
     return f"{t:g}s"
 
 
+def _amounts(v: dict[str, float]) -> str:
+    return ", ".join(f"{k} {a:g}" for k, a in v.items())
+
+
 def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
     for snap in snaps:
         groups: list[str] = []
@@ -41,6 +45,17 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
                 row = {**gl, "owns": gl.get("planned_owned", 0)}
                 t.add_row(name, *(str(row[f]) for f in FIELDS))
             print_table(console, t, drop_first=("lent", "shared", "borrowed", "owned"))
+        for g, kg in snap.get("kinds", {}).items():
+            kinds = list(kg["totals"])
+            t = Table(title=f"resource group {g} by kind (of {_amounts(kg['totals'])})", title_justify="left",
+                      box=box.SIMPLE_HEAD)
+            t.add_column("consumer")
+            for k in kinds:
+                t.add_column(k, justify="right")
+            t.add_column("dominant share", justify="right")
+            for path, c in kg["consumers"].items():
+                t.add_row(path, *(f"{c['used'].get(k, 0):g}" for k in kinds), f"{c['dominant_share']:.3f}")
+            print_table(console, t)
         if snap["requests"]:
             t = Table(title="requests", title_justify="left")
             t.add_column("request")

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from apportion.engine.cycle import Cycle, QuietRecord
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
+from apportion.engine.drf import KindBook
 from apportion.engine.model import (
     ROOT,
     AllocationPolicy,
@@ -68,6 +69,7 @@ class Engine:
         self._quiet: QuietRecord | None = None
         self.skipped = 0  # cycles not run (skip_quiet)
         self.cut_short = 0  # cycles ended after a phase 3 worked out with sums (skip_quiet)
+        self.kinds = KindBook()  # requests with resource vectors (engine/drf.py)
 
     @classmethod
     def over(cls, state: ClusterState) -> Engine:
@@ -82,15 +84,26 @@ class Engine:
 
     # what the world tells the engine ------------------------------------------
     def submit(self, request: Request) -> None:
+        if request.resources:  # a resource vector per slot: Dominant Resource Fairness (engine/drf.py)
+            self.kinds.submit(self.state, request)
+            return
+        if request.id in self.kinds.requests:
+            raise ValueError(f"request {request.id!r} is already open")
         self.state.add_request(request)
 
     def change(self, request_id: str, *, min: int | None = None, max: int | None = None) -> None:
         self._quiet = None
+        if request_id in self.kinds.requests:
+            self.kinds.change(self.state, request_id, min, max)
+            return
         self.state.change_request(request_id, min_slots=min, max_slots=max)
 
     def release(self, request_id: str) -> None:
         """The client is done: every slot of the request goes back."""
         self._quiet = None
+        if request_id in self.kinds.requests:
+            self.kinds.release(self.state, request_id)
+            return
         self.state.close_request(request_id)
 
     def release_hosts(self, request_id: str, hosts: Iterable[str], block: bool = False,
@@ -157,7 +170,7 @@ class Engine:
         self.state = new.state
         self._views = {}
         self._quiet = None
-        return new.removed
+        return new.removed + self.kinds.after_plan(self.state)
 
     def set_host_state(self, name: str, state: HostState, keep_in_use: bool = False) -> list[Removal]:
         """A host closes, opens, goes down (its allocations are lost) or comes back.
@@ -165,7 +178,10 @@ class Engine:
         out again (EGO's ownership policy, step 3; engine/ownership.py)."""
         self._quiet = None
         was_down = self.state.hosts[name].state is HostState.DOWN
-        lost = self.state.set_host_state(name, state, keep_in_use)
+        self.kinds.forget_places()
+        lost = self.kinds.host_down(self.state, name) if state is HostState.DOWN and self.kinds else []
+        self.state.lost.extend(lost)
+        lost += self.state.set_host_state(name, state, keep_in_use)
         if was_down != (state is HostState.DOWN):
             self._reown(grew=was_down)
         return lost
@@ -187,7 +203,10 @@ class Engine:
         quiet = self._quiet
         if quiet is not None and quiet.still_quiet(self.state, now):
             self.skipped += 1
-            return Decisions(now)
+            d = Decisions(now)
+            if self.kinds and self.kinds.cycle(self.state, now, d):
+                self._quiet = None
+            return d
         # a cycle makes a great many small objects and no reference cycles among them;
         # the collector, triggered by the count alone, would walk the whole state again
         # and again (some 15% of a steady cycle). It is paused for the cycle only.
@@ -204,11 +223,15 @@ class Engine:
         self._views = c.views
         self.cut_short += c.cut_short
         self._quiet = QuietRecord.of(c, decisions) if self.skip_quiet else None
+        if self.kinds and self.kinds.cycle(self.state, now, decisions):
+            self._quiet = None
         return decisions
 
     def next_deadline(self) -> float | None:
         """The earliest reclaim deadline still pending, if any."""
-        return self.state.next_deadline()
+        mine = self.state.next_deadline()
+        theirs = self.kinds.next_deadline() if self.kinds else None
+        return theirs if mine is None else mine if theirs is None else min(mine, theirs)
 
     def report(self) -> Report:
         return build_report(self.state, self._views)

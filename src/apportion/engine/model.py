@@ -17,6 +17,10 @@ ROOT = "/"
 
 AttrValue = str | int | float | bool
 
+Kinds = tuple[tuple[str, float], ...]
+"""A resource vector (cores, memory in GB, gpus, any countable custom kind), as sorted
+(kind, amount) pairs: hashable and frozen. Empty: not given (engine/kinds.py)."""
+
 
 class HostState(str, Enum):
     OK = "ok"  # takes new work
@@ -55,6 +59,7 @@ class Host:
     memory: float = 0.0
     attributes: Mapping[str, AttrValue] = field(default_factory=dict)
     state: HostState = HostState.OK
+    resources: Kinds = ()  # what the host has of each kind; () for a host of plain slots
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", _frozen(self.attributes))
@@ -67,6 +72,9 @@ class ResourceGroup:
     name: str
     hosts: tuple[str, ...]
     allocation_policy: AllocationPolicy = AllocationPolicy.STACKED
+    # where requests with resource vectors go: "first" (the group's host order), "bestfit"
+    # or "fgd" (engine/gpupack.py's packers for the GPU dimension)
+    packing: str = "first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +100,12 @@ class GroupSettings:
     owned_per_host: int | None = None  # slots of each host in scope (partial ownership)
     partial: bool = False  # owned_hosts: N may be made of parts of hosts like whole ones
     preference: int | None = None  # smaller is more preferred; unset/equal: no preference
+    # ownership and limits per resource kind, for requests with resource vectors
+    # (engine/drf.py): ``owned: {gpus: 16}``, ``max: {cores: 64}``; ``lend: [gpus]`` lends
+    # those kinds only (lend_kinds None with lend on: every kind)
+    owned_kinds: Kinds = ()
+    max_kinds: Kinds = ()
+    lend_kinds: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +143,9 @@ class Policy:
     # seconds: use beyond a consumer's share decays with this half-life and puts its
     # next reservations behind the others' (engine/usage.py); None: not counted
     usage_half_life: float | None = None
+    # per-kind weights of the dominant share (engine/drf.py): a kind of weight 4 counts
+    # four times its share of the total; unnamed kinds weigh 1
+    weights: Kinds = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,3 +197,5 @@ class Request:
     # how long the work runs once started, in seconds, when the client knows (SWF's
     # requested time): what lets work backfill a reservation without delaying it
     walltime: float | None = None
+    # what each slot needs of each kind; () a plain slot request (engine/drf.py serves the others)
+    resources: Kinds = ()

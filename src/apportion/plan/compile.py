@@ -154,6 +154,7 @@ def _policy(ctx: Context, item: Checked[PolicyIn] | None) -> Policy:
         share_pool_reclaim=m.share_pool_reclaim,
         reclaim_for_preference=m.reclaim_for_preference,
         usage_half_life=m.usage_half_life,
+        weights=tuple(sorted(m.weights.items())),
     )
 
 

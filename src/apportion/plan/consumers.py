@@ -183,8 +183,21 @@ def _merge_settings(ctx: Context) -> None:
                         sources[name] = here + (name,)
             values["borrow_preference"] = tuple(values["borrow_preference"])
             values["grace"] = float(values["grace"])
+            _split_kinds(values)
             info.settings[group] = values
             info.sources[group] = sources
+
+
+def _split_kinds(values: dict[str, Any]) -> None:
+    """Per-kind ownership, limits and lending (``owned: {gpus: 16}``, ``max: {cores: 64}``,
+    ``lend: [gpus]``) go to their own settings; a plain number keeps meaning slots."""
+    for name in ("owned", "max"):
+        if isinstance(values[name], dict):
+            values[name + "_kinds"] = tuple(sorted(values[name].items()))
+            values[name] = getattr(_DEFAULTS, name)
+    if isinstance(values["lend"], tuple):
+        values["lend_kinds"] = values["lend"]
+        values["lend"] = True
 
 
 def _written_settings(info: ConsumerInfo) -> list[tuple[KeyPath, SettingsIn]]:

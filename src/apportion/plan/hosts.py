@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from apportion.engine.model import AllocationPolicy, Host, HostState, ResourceGroup
+from apportion.engine.model import AllocationPolicy, Host, HostState, Kinds, ResourceGroup
 from apportion.plan.context import Context
 from apportion.plan.errors import KeyPath
 from apportion.plan.hostnames import expand_hosts
 from apportion.plan.schema import Checked, HostIn, ResourceGroupIn
 from apportion.plan.select import Requirement, parse_requirement
+from apportion.plan.slot_expression import slots_of
 
 
 def _names_list(names: list[str], limit: int = 5) -> str:
@@ -55,13 +56,43 @@ def compile_hosts(ctx: Context, items: list[Checked[HostIn]]) -> None:
             else:
                 ctx.hosts_complete = False
             continue
+        shape = _shape(ctx, index, item) if item.model is not None else None
         for host_name in names:
             ctx.host_names.add(host_name)
-            if item.model is not None:
+            if item.model is not None and shape is not None:
                 m = item.model
+                slots, memory, resources = shape
                 ctx.hosts.append(
-                    Host(host_name, m.slots, float(m.memory), dict(m.attributes), HostState(m.state))
+                    Host(host_name, slots, memory, dict(m.attributes), HostState(m.state), resources)
                 )
+
+
+def _shape(ctx: Context, index: int, item: Checked[HostIn]) -> tuple[int, float, Kinds] | None:
+    """A host entry's slots, memory and resource vector. With ``resources``, ``slots`` may be
+    left out (the whole cores, at least 1) or be an expression over them; ``memory`` left out
+    is the resources' memory. None (and a problem naming the field) when they do not add up."""
+    m = item.model
+    assert m is not None
+    written = m.model_fields_set
+    if m.resources is None:
+        if isinstance(m.slots, str):
+            ctx.add(("hosts", index, "slots"), f"must be a whole number (got {m.slots!r}); an expression needs the host's resources "
+                           "(resources: {cores: 8, memory: 32})")
+            return None
+        return m.slots, float(m.memory), ()
+    resources = m.resources
+    memory = float(m.memory) if "memory" in written else float(resources.get("memory", 0.0))
+    if "slots" not in written:
+        slots = max(1, int(resources.get("cores", 1) + 1e-9))
+    elif isinstance(m.slots, str):
+        try:
+            slots = slots_of(m.slots, resources)
+        except ValueError as exc:
+            ctx.add(("hosts", index, "slots"), str(exc))
+            return None
+    else:
+        slots = m.slots
+    return slots, memory, tuple(sorted(resources.items()))
 
 
 def resolve_host_names(ctx: Context, pattern: str, where: KeyPath) -> list[str] | None:
@@ -155,5 +186,6 @@ def compile_groups(ctx: Context, items: list[Checked[ResourceGroupIn]]) -> None:
         members = _group_members(ctx, index, item.model)
         if members is not None:
             ctx.groups.append(
-                ResourceGroup(name, tuple(members), AllocationPolicy(item.model.allocation_policy))
+                ResourceGroup(name, tuple(members), AllocationPolicy(item.model.allocation_policy),
+                              item.model.packing)
             )

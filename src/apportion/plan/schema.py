@@ -106,7 +106,81 @@ def _user_name(value: Any) -> Any:
     return value
 
 
+KIND_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def kinds_problem(value: Any, positive: bool = False) -> str | None:
+    """Why ``value`` is not a resource vector such as ``{cores: 1, memory: 4, gpus: 0}``
+    (None when it is): a mapping of kind names to numbers at least 0 (above 0 with ``positive``)."""
+    if not isinstance(value, dict) or not value:
+        return f"must be a mapping of resource kinds to amounts, such as {{cores: 1, memory: 4}} (got {show(value)})"
+    for name, amount in value.items():
+        if not isinstance(name, str) or not KIND_NAME.match(name):
+            return f"{show(name)} is not a resource kind name (letters, digits and '_')"
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or amount != amount \
+                or amount in (float("inf"), float("-inf")):
+            return f"{name} must be a number (got {show(amount)})"
+        if amount < 0 or (positive and amount == 0):
+            return f"{name} must be {'above' if positive else 'at least'} 0 (got {show(amount)})"
+    return None
+
+
+def _kinds(value: Any) -> Any:
+    problem = kinds_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("plan", problem)  # type: ignore[arg-type]
+    return {k: float(v) for k, v in value.items()}
+
+
+def _weights(value: Any) -> Any:
+    problem = kinds_problem(value, positive=True)
+    if problem is not None:
+        raise PydanticCustomError("plan", problem)  # type: ignore[arg-type]
+    return {k: float(v) for k, v in value.items()}
+
+
+def _slots_in(value: Any) -> Any:
+    """A whole number of slots, or an expression over the host's resources (a string)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise PydanticCustomError("plan", "must be at least 0 (got {got})", {"got": show(value)})
+        return value
+    if isinstance(value, str) and value.strip():
+        return value
+    raise PydanticCustomError(
+        "plan", "must be a whole number or an expression such as 'min(cores, memory / 4)' (got {got})",
+        {"got": show(value)})
+
+
+def _count_or_kinds(value: Any) -> Any:
+    """A number of slots, or per-kind amounts (``{gpus: 16}``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise PydanticCustomError("plan", "must be at least 0 (got {got})", {"got": show(value)})
+        return value
+    if isinstance(value, dict):
+        return _kinds(value)
+    raise PydanticCustomError(
+        "plan", "must be a whole number of slots or a mapping of resource kinds such as {gpus: 16} (got {got})",
+        {"got": show(value)})
+
+
+def _lend_in(value: Any) -> Any:
+    """true/false, or the resource kinds lent (``[gpus]``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) and KIND_NAME.match(v) for v in value):
+        return tuple(value)
+    raise PydanticCustomError(
+        "plan", "must be true or false, or a list of resource kinds such as [gpus] (got {got})", {"got": show(value)})
+
+
 AttrValueIn = Annotated[Any, AfterValidator(_attr_value)]
+KindsIn = Annotated[Any, AfterValidator(_kinds)]
+WeightsIn = Annotated[Any, AfterValidator(_weights)]
+SlotsIn = Annotated[Any, AfterValidator(_slots_in)]
+CountOrKinds = Annotated[Any, AfterValidator(_count_or_kinds)]
+LendIn = Annotated[Any, AfterValidator(_lend_in)]
 UserName = Annotated[Any, AfterValidator(_user_name)]
 LendTo = Annotated[Any, AfterValidator(_lend_to)]
 GroupNames = Annotated[Any, AfterValidator(_name_or_names)]
@@ -121,7 +195,8 @@ class _Model(BaseModel):
 
 class HostIn(_Model):
     name: Name
-    slots: NonNegInt = 1
+    slots: SlotsIn = 1  # or an expression over resources
+    resources: KindsIn | None = None
     memory: NonNegNumber = 0.0
     attributes: dict[str, AttrValueIn] = {}
     state: Literal["ok", "closed", "down", "unavailable"] = "ok"
@@ -133,6 +208,7 @@ class ResourceGroupIn(_Model):
     select: str | None = None
     order: str | None = None
     allocation_policy: Literal["stacked", "balanced", "exclusive", "best_fit"] = "stacked"
+    packing: Literal["first", "bestfit", "fgd"] = "first"
 
 
 class PolicyIn(_Model):
@@ -143,17 +219,18 @@ class PolicyIn(_Model):
     share_pool_reclaim: bool = _POLICY.share_pool_reclaim
     reclaim_for_preference: bool = _POLICY.reclaim_for_preference
     usage_half_life: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # seconds
+    weights: WeightsIn = {}  # per resource kind: its weight in the dominant share
 
 
 class SettingsIn(_Model):
     """A consumer's plan settings, consumer-wide or for one group. Unset fields inherit."""
 
-    owned: NonNegInt = _GS.owned
+    owned: CountOrKinds = _GS.owned  # slots, or per kind ({gpus: 16})
     share_ratio: NonNegInt = _GS.share_ratio
     priority: NonNegInt | None = _GS.priority
     rank: PosInt | None = _GS.rank
-    max: NonNegInt | None = _GS.max
-    lend: bool = _GS.lend
+    max: CountOrKinds | None = _GS.max  # slots, or per kind
+    lend: LendIn = _GS.lend  # or the kinds lent
     lend_limit: NonNegInt | None = _GS.lend_limit
     borrow: bool = _GS.borrow
     borrow_limit: NonNegInt | None = _GS.borrow_limit
@@ -201,6 +278,7 @@ class RequestIn(_Model):
     exclusive: bool = False
     requirement: str | None = None
     walltime: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None  # seconds it runs once started
+    resources: KindsIn | None = None  # what each slot needs of each kind
 
 
 class ChangeIn(_Model):

@@ -98,6 +98,13 @@ class _Timeline:
         if m.min > m.max and (not item.errors or item.intact(("min",), ("max",))):
             ctx.add(where + ("min",), f"min {m.min} is above max {m.max}")
             ok = False
+        if m.resources is not None:
+            if not any(m.resources.values()):
+                ctx.add(where + ("resources",), "needs some amount above 0 of at least one kind")
+                ok = False
+            if m.exclusive:
+                ctx.add(where + ("exclusive",), "a request with resources shares its hosts (exclusive is for slot requests)")
+                ok = False
         requirement = None
         if m.requirement is not None:
             try:
@@ -121,6 +128,7 @@ class _Timeline:
             requirement_text=requirement.text if requirement else None,
             seq=seq,
             walltime=m.walltime,
+            resources=tuple(sorted(m.resources.items())) if m.resources else (),
         )
 
     def _live(self, request_id: str, where: KeyPath, verb: str) -> _Submitted | None:

@@ -105,6 +105,10 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_pla
              "kept": r.kept, "planned_start": r.planned_start}
             for r in rep.reservations
         ]
+    if engine.kinds:  # requests with resource vectors (engine/drf.py): per-kind use, dominant shares
+        requests.update(engine.kinds.requests_held())
+        reclaiming.extend(engine.kinds.reclaiming())
+        out["kinds"] = engine.kinds.report(engine.state)
     if removed_by_plan:
         out["removed_by_plan"] = [
             {"request": x.request, "host": x.host, "slots": x.slots, "consumer": x.consumer, "reason": x.reason}

@@ -1,0 +1,850 @@
+"""Requests with resource vectors, served by Dominant Resource Fairness across kinds
+(Ghodsi et al., NSDI 2011), with ownership, limits and lending per kind.
+
+A request that carries ``resources`` (what each slot needs of each kind) is kept here, not
+in the slot books of ``state.ClusterState``. Each cycle, per resource group in plan order:
+
+1. reclaims whose grace ran out are taken (Removal); reclaims for a consumer that no
+   longer needs them are called off;
+2. *own*: a leaf that owns kinds in the group (``owned: {gpus: 16}``) is served within
+   what it owns of those kinds (what else an instance needs, such as the cores beside
+   owned GPUs, comes with it), lowest dominant share first; when no host has room it reclaims, from
+   those holding more than they own (the highest dominant share first, newest first),
+   what one instance needs on one host, after each victim's grace;
+3. *shared*: progressive filling. The leaf with the lowest dominant share (divided by its
+   share_ratio) gets its next instance, if it fits within its per-kind max, within what the
+   owners that do not lend a kind keep of it idle, and on one host where every dimension
+   fits; a leaf whose next instance does not fit is done for the cycle;
+4. a request below its ``min`` gives back what this cycle gave it (all or nothing).
+
+A consumer's dominant share is the largest, over the kinds, of weight x used / total in
+the group (``policy.weights``). Placement takes the first host in the group's order where
+the instance fits (``packing: first``), or engine/gpupack.py's best fit or FGD for the GPU
+dimension (``bestfit``, ``fgd``). GPUs are counted per device: a slot asks for whole GPUs
+or a fraction (below 1) of one, and fractions share a GPU only where it has that much left.
+
+Slot requests and these share hosts: each slot of a slot allocation takes the host's
+resources over its slots; what vector work holds takes the matching part of the host's
+slots (a fence in the slot books, so the slot cycle does not hand them out). Pure: no
+I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from sortedcontainers import SortedDict, SortedList
+
+from apportion.engine import gpupack
+from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
+from apportion.engine.kinds import EPS, Vector, add_into, dominant, fits, rounded, scaled, vector, within
+from apportion.engine.model import HostState, Request
+from apportion.engine.state import OWN, ClusterState, PendingReclaim, pool_source
+
+FENCE = "\x00kinds"  # the request id the slot books fence vector work under
+SHARED = pool_source("/")
+GPUS = "gpus"
+MILLI = gpupack.MILLI
+
+
+def gpu_shape(amount: float) -> tuple[int, int]:
+    """(GPUs, thousandths of each) for what a slot asks: whole GPUs, or a fraction of one."""
+    if amount <= EPS:
+        return 0, 0
+    if amount < 1:
+        return 1, max(1, round(amount * MILLI))
+    if abs(amount - round(amount)) > EPS:
+        raise ValueError(f"gpus:{amount:g} must be whole or a fraction below 1")
+    return round(amount), MILLI
+
+
+@dataclass(slots=True, eq=False)
+class KindAlloc:
+    id: int
+    request: str
+    consumer: str
+    group: str
+    host: str
+    slots: int
+    need: Vector  # per slot
+    gpus: tuple[tuple[int, int], ...]  # (device, thousandths) taken, all slots together
+    source: str
+    reclaim: PendingReclaim | None = None
+
+    @property
+    def amount(self) -> Vector:
+        return scaled(self.need, self.slots)
+
+
+class KindRequest:
+    __slots__ = ("spec", "need", "held", "allocs", "groups", "gpu", "arrival", "shape", "inst", "listed")
+
+    def __init__(self, spec: Request, groups: tuple[str, ...], arrival: int) -> None:
+        self.spec = spec
+        self.need = vector(spec.resources)
+        self.gpu = gpu_shape(self.need.get(GPUS, 0.0))
+        self.held = 0
+        self.allocs: dict[int, KindAlloc] = {}
+        self.groups = groups
+        self.arrival = arrival
+        # what first-fit placement remembers a host cursor by (None: a requirement filters hosts)
+        self.shape = (spec.resources, spec.order) if spec.requirement is None else None
+        self.inst = scaled(self.need, spec.order)  # what one instance needs
+        self.listed = False  # in the book's wanting lists
+
+    @property
+    def unmet(self) -> int:
+        return max(0, self.spec.max - self.held)
+
+
+class KindBook:
+    """What vector requests hold, per host, per (group, leaf) and per GPU device."""
+
+    def __init__(self) -> None:
+        self.requests: dict[str, KindRequest] = {}
+        self.allocs: dict[int, KindAlloc] = {}
+        self.host_used: dict[str, Vector] = {}
+        self.gpu_free: dict[str, list[int]] = {}  # host -> thousandths free per device
+        self.use: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> held, all sources
+        self.own_use: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> held as own
+        self.incoming: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> being reclaimed for it
+        self.wanting: dict[str, KindRequest] = {}  # open requests below their max
+        self.wanting_by: dict[str, dict[str, SortedDict]] = {}  # group -> leaf -> arrival -> request
+        self.shapes_in: dict[str, dict[tuple | None, int]] = {}  # group -> shape -> wanting requests of it
+        # the least of every kind any request asks a slot: a host without that much free fits
+        # nothing; per group, the hosts that have it (their positions in the group), in order
+        self.unit: Vector | None = None
+        self._open: dict[str, SortedList] | None = None
+        self.dom: dict[tuple[str, str], float] = {}  # (group, leaf) -> dominant share, as last worked out
+        self._plan_facts: tuple | None = None
+        self.free_sum: dict[str, Vector] = {}  # group -> free on its hosts that take work
+        self.on_host: dict[str, dict[int, KindAlloc]] = {}
+        self.marked: dict[int, KindAlloc] = {}  # allocations being reclaimed
+        self._free: dict[str, Vector] = {}  # host -> free_on, while nothing changes there
+        self.totals: dict[str, Vector] = {}  # group -> what its hosts have (until hosts change)
+        self._arrivals = 0
+        self._next = 1
+
+    def _track(self, kr: KindRequest) -> None:
+        wants = kr.held < kr.spec.max and kr.spec.id in self.requests
+        if wants == kr.listed:
+            return
+        kr.listed = wants
+        rid, leaf = kr.spec.id, kr.spec.consumer
+        if wants:
+            self.wanting[rid] = kr
+            for g in kr.groups:
+                self.wanting_by.setdefault(g, {}).setdefault(leaf, SortedDict())[kr.arrival] = kr
+                counts = self.shapes_in.setdefault(g, {})
+                counts[kr.shape] = counts.get(kr.shape, 0) + 1
+            return
+        self.wanting.pop(rid, None)
+        for g in kr.groups:
+            counts = self.shapes_in[g]
+            counts[kr.shape] -= 1
+            if not counts[kr.shape]:
+                del counts[kr.shape]
+            mine = self.wanting_by[g][leaf]
+            del mine[kr.arrival]
+            if not mine:
+                del self.wanting_by[g][leaf]
+
+    def forget_places(self) -> None:
+        """Hosts changed outside this book (a state, a plan): free space is read again."""
+        self._free.clear()
+        self._open = None
+        self.totals.clear()
+        self.dom.clear()
+        self._plan_facts = None
+        self.free_sum.clear()
+
+    def open_hosts(self, state: ClusterState, group: str, hosts: list[str]) -> SortedList:
+        """Positions in ``group`` of the hosts that take work and have at least ``unit`` free."""
+        if self._open is None:
+            self._open = {}
+        got = self._open.get(group)
+        if got is None:
+            ledgers, unit = state.hosts, self.unit or {}
+            got = self._open[group] = SortedList(
+                i for i, n in enumerate(hosts)
+                if ledgers[n].takes_work and ledgers[n].host.resources and fits(unit, self.free_on(state, n)))
+        return got
+
+    def _host_changed(self, state: ClusterState, host: str) -> None:
+        """Keep ``host`` in or out of its groups' open hosts."""
+        if not self._open:
+            return
+        h = state.hosts[host]
+        ok = h.takes_work and fits(self.unit or {}, self.free_on(state, host))
+        for g in h.groups:
+            got = self._open.get(g.name)
+            if got is not None:
+                r = g.rank[host]
+                if ok:
+                    if r not in got:
+                        got.add(r)
+                else:
+                    got.discard(r)
+
+    def group_free(self, state: ClusterState, group: str, hosts: list[str]) -> Vector:
+        """What the group's hosts that take work have free, in all (kept up to date by ``_count``)."""
+        got = self.free_sum.get(group)
+        if got is None:
+            got = self.free_sum[group] = {}
+            for n in hosts:
+                if state.hosts[n].takes_work:
+                    add_into(got, self.free_on(state, n))
+        return got
+
+    def plan_facts(self, state: ClusterState) -> tuple[dict[str, list[str]], set[str]]:
+        """Per group, the leaves that own kinds there; the groups where someone has a per-kind max."""
+        if self._plan_facts is None or self._plan_facts[0] is not state.plan:
+            owners: dict[str, list[str]] = {}
+            maxed: set[str] = set()
+            for c in state.plan.consumers:
+                for g, gs in c.groups.items():
+                    if gs.owned_kinds and c.is_leaf:
+                        owners.setdefault(g, []).append(c.path)
+                    if gs.max_kinds:
+                        maxed.add(g)
+            self._plan_facts = (state.plan, owners, maxed)
+        return self._plan_facts[1], self._plan_facts[2]
+        self.totals.clear()
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.allocs)
+
+    # -- requests -------------------------------------------------------------------------
+    def submit(self, state: ClusterState, req: Request) -> None:
+        if req.id in self.requests or req.id in state.requests:
+            raise ValueError(f"request {req.id!r} is already open")
+        if req.consumer not in state.consumers or not state.consumers[req.consumer].is_leaf:
+            raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
+        gpu_shape(dict(req.resources).get(GPUS, 0.0))  # a bad GPU amount is refused here
+        kr = self.requests[req.id] = KindRequest(req, state.groups_of(req), self._arrivals)
+        self._arrivals += 1
+        self._track(kr)
+        unit = self.unit
+        if unit is None:
+            self.unit = dict(kr.need)
+            self._open = None
+        elif any(kr.need.get(k, 0.0) < a - EPS for k, a in unit.items()):
+            self.unit = {k: min(a, kr.need.get(k, 0.0)) for k, a in unit.items()}
+            self._open = None
+
+    def change(self, state: ClusterState, rid: str, min_slots: int | None, max_slots: int | None) -> None:
+        kr = self.requests[rid]
+        kr.spec = replace(kr.spec, min=kr.spec.min if min_slots is None else min_slots,
+                          max=kr.spec.max if max_slots is None else max_slots)
+        over = kr.held - kr.spec.max
+        for a in sorted(kr.allocs.values(), key=lambda a: (a.reclaim is None, -a.id)):
+            if over <= 0:
+                break
+            take = min(over, a.slots)
+            self._shrink(state, a, take)
+            over -= take
+        self._track(kr)
+
+    def release(self, state: ClusterState, rid: str) -> None:
+        kr = self.requests.pop(rid)
+        self._track(kr)
+        for a in list(kr.allocs.values()):
+            self._drop(state, a)
+
+    # -- the books ------------------------------------------------------------------------
+    def _gpu_row(self, state: ClusterState, host: str) -> list[int]:
+        row = self.gpu_free.get(host)
+        if row is None:
+            n = int(dict(state.hosts[host].host.resources).get(GPUS, 0.0) + EPS)
+            row = self.gpu_free[host] = [MILLI] * n
+        return row
+
+    def free_on(self, state: ClusterState, host: str) -> Vector:
+        """What ``host`` has left for vector work: its resources, less what vector work holds,
+        less what its slot allocations take (each slot its share of the host)."""
+        got = self._free.get(host)
+        if got is not None:
+            return got
+        h = state.hosts[host]
+        cap = h.host.resources
+        free = dict(cap)
+        used = self.host_used.get(host)
+        if used:
+            add_into(free, used, -1.0)
+        slots = h.host.slots
+        if slots > 0 and state.by_host[host]:
+            by_slots = slots - h.free - state.fences.get((FENCE, host), 0)
+            if by_slots > 0:
+                for k, a in cap:
+                    free[k] -= a * by_slots / slots
+        else:  # no slot work here: nothing outside this book changes it
+            self._free[host] = free
+        return free
+
+    def _place_gpus(self, row: list[int], shape: tuple[int, int], slots: int) -> list[tuple[int, int]] | None:
+        """Devices for ``slots`` slots of ``shape`` on one host (tightest fit for fractions), or
+        None; ``row`` is not changed."""
+        k, milli = shape
+        if not k:
+            return []
+        left = list(row)
+        taken: list[tuple[int, int]] = []
+        for _ in range(slots):
+            if milli >= MILLI:
+                devs = [i for i, f in enumerate(left) if f >= MILLI][:k]
+            else:
+                devs = sorted((i for i, f in enumerate(left) if f >= milli), key=lambda i: (left[i], i))[:k]
+            if len(devs) < k:
+                return None
+            for i in devs:
+                left[i] -= milli
+                taken.append((i, milli))
+        return taken
+
+    def _fits_on(self, state: ClusterState, kr: KindRequest, host: str, slots: int) -> list[tuple[int, int]] | None:
+        """The GPU devices ``slots`` slots of ``kr`` take on ``host`` when everything fits there."""
+        if not fits(scaled(kr.need, slots), self.free_on(state, host)):
+            return None
+        return self._place_gpus(self._gpu_row(state, host), kr.gpu, slots)
+
+    def _add(self, state: ClusterState, kr: KindRequest, group: str, host: str, slots: int,
+             gpus: list[tuple[int, int]], source: str) -> KindAlloc:
+        a = KindAlloc(self._next, kr.spec.id, kr.spec.consumer, group, host, slots, kr.need, tuple(gpus), source)
+        self._next += 1
+        self.allocs[a.id] = a
+        self.on_host.setdefault(host, {})[a.id] = a
+        kr.allocs[a.id] = a
+        kr.held += slots
+        self._track(kr)
+        self._count(state, a, +1)
+        row = self._gpu_row(state, host)
+        for i, m in gpus:
+            row[i] -= m
+        self._refence(state, host)
+        self._host_changed(state, host)
+        return a
+
+    def _count(self, state: ClusterState, a: KindAlloc, sign: int) -> None:
+        amount = a.amount
+        self._free.pop(a.host, None)
+        self.dom.pop((a.group, a.consumer), None)
+        if self.free_sum:
+            h = state.hosts[a.host]
+            if h.takes_work:
+                for g in h.groups:
+                    fs = self.free_sum.get(g.name)
+                    if fs is not None:
+                        add_into(fs, amount, -sign)
+        add_into(self.host_used.setdefault(a.host, {}), amount, sign)
+        add_into(self.use.setdefault((a.group, a.consumer), {}), amount, sign)
+        if a.source == OWN:
+            add_into(self.own_use.setdefault((a.group, a.consumer), {}), amount, sign)
+        if a.reclaim is not None:
+            add_into(self.incoming.setdefault((a.group, a.reclaim.beneficiary), {}), amount, sign)
+
+    def _drop(self, state: ClusterState, a: KindAlloc) -> None:
+        self._count(state, a, -1)
+        del self.allocs[a.id]
+        del self.on_host[a.host][a.id]
+        self.marked.pop(a.id, None)
+        kr = self.requests.get(a.request)
+        if kr is not None:
+            kr.allocs.pop(a.id, None)
+            kr.held -= a.slots
+            self._track(kr)
+        row = self._gpu_row(state, a.host)
+        for i, m in a.gpus:
+            row[i] += m
+        self._refence(state, a.host)
+        self._host_changed(state, a.host)
+
+    def _shrink(self, state: ClusterState, a: KindAlloc, slots: int) -> None:
+        """Give back ``slots`` of ``a`` (its last devices first); the rest keeps its id."""
+        if slots >= a.slots:
+            self._drop(state, a)
+            return
+        self._count(state, a, -1)
+        keep = len(a.gpus) // a.slots * (a.slots - slots)
+        row = self._gpu_row(state, a.host)
+        for i, m in a.gpus[keep:]:
+            row[i] += m
+        a.gpus = a.gpus[:keep]
+        a.slots -= slots
+        kr = self.requests.get(a.request)
+        if kr is not None:
+            kr.held -= slots
+            self._track(kr)
+        self._count(state, a, +1)
+        self._refence(state, a.host)
+        self._host_changed(state, a.host)
+
+    def _refence(self, state: ClusterState, host: str) -> None:
+        """Keep the part of ``host``'s slots that vector work holds off the slot books."""
+        h = state.hosts[host]
+        if h.state is HostState.DOWN or h.host.slots <= 0:
+            return
+        cap = dict(h.host.resources)
+        used = self.host_used.get(host, {})
+        frac = max((a / cap[k] for k, a in used.items() if cap.get(k, 0.0) > EPS), default=0.0)
+        have = state.fences.get((FENCE, host), 0)
+        want = min(h.host.slots, max(0, math.ceil(frac * h.host.slots - 1e-6)))
+        want = min(want, have + max(0, h.free))
+        if want > have:
+            state.fence(FENCE, host, want - have)
+        elif want < have:
+            state.unfence(FENCE, host, have - want)
+
+    # -- the world ------------------------------------------------------------------------
+    def host_down(self, state: ClusterState, host: str) -> list[Removal]:
+        lost = []
+        self.forget_places()
+        for a in list(self.on_host.get(host, {}).values()):
+            lost.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "lost: host down"))
+            self._drop(state, a)
+        return lost
+
+    def after_plan(self, state: ClusterState) -> list[Removal]:
+        """What the new plan in ``state`` cannot hold: requests of consumers gone or no
+        longer leaves, allocations in groups or on hosts no longer there."""
+        gone: list[Removal] = []
+        self.forget_places()
+        self.gpu_free = {h: r for h, r in self.gpu_free.items() if h in state.hosts}
+        for rid, kr in list(self.requests.items()):
+            c = state.consumers.get(kr.spec.consumer)
+            if c is None or not c.is_leaf:
+                del self.requests[rid]
+                self._track(kr)
+                for a in list(kr.allocs.values()):
+                    gone.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "plan changed"))
+                    self._drop(state, a)
+                continue
+            del self.requests[rid]
+            self._track(kr)  # out of the lists under its old groups
+            self.requests[rid] = kr
+            kr.groups = state.groups_of(kr.spec)
+            self._track(kr)
+        for a in list(self.allocs.values()):
+            g = state.groups.get(a.group)
+            if g is None or a.host not in g.rank or a.group not in state.consumers[a.consumer].groups:
+                gone.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "plan changed"))
+                self._drop(state, a)
+        for host in {a.host for a in self.allocs.values()}:
+            self._refence(state, host)
+        return gone
+
+    # -- the cycle ------------------------------------------------------------------------
+    def cycle(self, state: ClusterState, now: float, out: Decisions) -> bool:
+        """Decide for the vector requests, adding to ``out``; True when anything changed."""
+        if not (self.wanting or self.marked):
+            return False
+        before = len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled)
+        for a in [a for a in self.marked.values() if a.reclaim.deadline <= now]:  # type: ignore[union-attr]
+            out.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, a.reclaim.reason))
+            self._drop(state, a)
+        self._cancel_unneeded(state, out)
+        if state.allocs:  # slot work moves room on shared hosts without telling this book
+            self._free.clear()
+            self._open = None
+            self.free_sum.clear()
+        given: dict[str, list[KindAlloc]] = {}
+        for group in state.group_names:
+            if self.wanting_by.get(group):
+                GroupCycle(self, state, group, now, out, given).run(self.wanting_by[group])
+        for rid, allocs in given.items():
+            kr = self.requests[rid]
+            if kr.held < kr.spec.min:
+                for a in allocs:
+                    self._drop(state, a)
+                ids = {(a.host, a.slots, a.group) for a in allocs}
+                out.grants[:] = [g for g in out.grants if g.request != rid or (g.host, g.slots, g.group) not in ids]
+        return len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled) != before
+
+    def _cancel_unneeded(self, state: ClusterState, out: Decisions) -> None:
+        if not self.marked:
+            return
+        for a in list(self.marked.values()):
+            assert a.reclaim is not None
+            key = (a.group, a.reclaim.beneficiary)
+            if key[1] not in self.wanting_by.get(a.group, {}):
+                r = a.reclaim
+                out.cancelled.append(Reclaim(a.request, a.consumer, a.group, a.host, a.slots,
+                                             r.deadline, r.beneficiary, r.reason))
+                add_into(self.incoming.setdefault(key, {}), a.amount, -1.0)
+                a.reclaim = None
+                del self.marked[a.id]
+
+    def next_deadline(self) -> float | None:
+        return min((a.reclaim.deadline for a in self.marked.values()), default=None)  # type: ignore[union-attr]
+
+    # -- what people look at ----------------------------------------------------------------
+    def requests_held(self) -> dict[str, dict]:
+        """Request -> what it holds: slots in all, slots per host, and what each slot needs."""
+        out: dict[str, dict] = {}
+        for rid, kr in self.requests.items():
+            hosts: dict[str, int] = {}
+            for a in kr.allocs.values():
+                hosts[a.host] = hosts.get(a.host, 0) + a.slots
+            out[rid] = {"held": kr.held, "hosts": hosts, "resources": rounded(kr.need)}
+        return out
+
+    def reclaiming(self) -> list[dict]:
+        return [{"request": a.request, "host": a.host, "slots": a.slots, "deadline": a.reclaim.deadline,
+                 "for": a.reclaim.beneficiary}
+                for a in sorted(self.allocs.values(), key=lambda a: a.id) if a.reclaim is not None]
+
+    def report(self, state: ClusterState) -> dict:
+        """Per group: the total of each kind, and per consumer (leaves and their ancestors)
+        what it holds of each kind and its dominant share."""
+        weights = dict(state.plan.policy.weights)
+        out: dict = {}
+        for g in state.group_names:
+            totals = group_totals(state, g)
+            leaves = {leaf: used for (grp, leaf), used in self.use.items() if grp == g and any(
+                v > EPS for v in used.values())}
+            if not leaves and not any(kr.spec.consumer and g in kr.groups for kr in self.requests.values()):
+                continue
+            held: dict[str, Vector] = {}
+            for leaf, used in leaves.items():
+                for who in (leaf, *state.ancestors.get(leaf, ())):
+                    add_into(held.setdefault(who, {}), used)
+            out[g] = {
+                "totals": rounded(totals),
+                "consumers": {c: {"used": rounded(v), "dominant_share": round(dominant(v, totals, weights), 6)}
+                              for c, v in sorted(held.items())},
+            }
+        return out
+
+
+def group_totals(state: ClusterState, group: str) -> Vector:
+    """What the group's hosts have of each kind (hosts down left out)."""
+    tot: Vector = {}
+    for n in state.groups[group].rank:
+        h = state.hosts[n]
+        if h.state is not HostState.DOWN:
+            add_into(tot, dict(h.host.resources))
+    return tot
+
+
+class GroupCycle:
+    """One group in one cycle: ownership first, then progressive filling."""
+
+    def __init__(self, book: KindBook, state: ClusterState, group: str, now: float, out: Decisions,
+                 given: dict[str, list[KindAlloc]]) -> None:
+        self.book = book
+        self.state = state
+        self.group = group
+        self.now = now
+        self.out = out
+        self.given = given
+        self.consumers = state.consumers
+        self.weights = dict(state.plan.policy.weights)
+        self.hosts = [n for n in state.groups[group].rank]  # the group's order
+        self.packing = next((g.packing for g in state.plan.groups if g.name == group), "first")
+
+    def run(self, wanting: dict[str, SortedDict]) -> None:
+        """``wanting``: leaf -> its requests below their max that may use the group, oldest first."""
+        tc = self.book.totals
+        if self.group not in tc:
+            tc[self.group] = group_totals(self.state, self.group)
+        self.totals = tc[self.group]
+        if not self.totals:
+            return
+        self.owners, maxed = self.book.plan_facts(self.state)
+        self.maxed = self.group in maxed
+        self.failed: set[tuple] = set()  # shapes no open host fits this cycle
+        self.from_pos: dict[tuple, int] = {}  # shape -> the open hosts before it did not fit it
+        if self.owners.get(self.group):
+            self._own(wanting)
+        self._shared(wanting)
+
+    def settings(self, leaf: str):
+        return self.consumers[leaf].groups[self.group]
+
+    def share(self, leaf: str) -> float:
+        key = (self.group, leaf)
+        d = self.book.dom.get(key)
+        if d is None:
+            ratio = self.settings(leaf).share_ratio
+            d = dominant(self.book.use.get(key, {}), self.totals, self.weights)
+            d = self.book.dom[key] = d / ratio if ratio > 0 else math.inf
+        return d
+
+    # -- placement ------------------------------------------------------------------------
+    def _candidates(self, kr: KindRequest) -> Iterator[str]:
+        hosts = self.state.hosts
+        req = kr.spec.requirement
+        for n in self.hosts:
+            h = hosts[n]
+            if h.takes_work and h.host.resources and (req is None or req(h.host)):
+                yield n
+
+    def _place(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
+        if self.packing != "first" and set(kr.need) <= {"cores", "memory", GPUS}:
+            return self._pack(kr, slots)
+        if kr.shape is None or slots != kr.spec.order:
+            return self._first_of(kr, slots, list(self._candidates(kr)))
+        # first fit among the open hosts, from where this shape last stopped in this cycle (room
+        # only shrinks within a cycle's phases)
+        key = kr.shape
+        if key in self.failed:
+            return None
+        hosts, book, state = self.hosts, self.book, self.state
+        for i in book.open_hosts(state, self.group, hosts).irange(self.from_pos.get(key, 0)):
+            n = hosts[i]
+            gpus = book._fits_on(state, kr, n, slots)
+            if gpus is not None:
+                self.from_pos[key] = i
+                return n, gpus
+        self.failed.add(key)
+        return None
+
+    def _pack(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
+        """engine/gpupack.py's best fit or FGD, over the hosts that may take the request, on
+        their free CPU (thousandths), memory (MiB) and GPUs per device."""
+        names = list(self._candidates(kr))
+        if not names:
+            return None
+        book, state = self.book, self.state
+        free = [book.free_on(state, n) for n in names]
+        rows = [book._gpu_row(state, n) for n in names]
+        cluster = gpupack.Cluster([max(0, int(f.get("cores", 0.0) * 1000 + 1e-6)) for f in free],
+                                  [max(0, int(f.get("memory", 0.0) * 1024 + 1e-6)) for f in free],
+                                  [len(r) for r in rows])
+        for i, r in enumerate(rows):
+            cluster.gpu[i, :len(r)] = r
+        k, milli = kr.gpu
+        task = gpupack.Task(int(kr.need.get("cores", 0.0) * slots * 1000 + 1e-6),
+                            int(kr.need.get("memory", 0.0) * slots * 1024 + 1e-6),
+                            k * slots if milli >= MILLI else k, milli if k else 0)
+        if k and milli < MILLI and slots > 1:
+            return self._first_of(kr, slots, names)
+        frag = None
+        if self.packing == "fgd":
+            mix = gpupack.typical_mix([gpupack.Task(int(r.need.get("cores", 0.0) * 1000), int(r.need.get("memory", 0.0) * 1024),
+                                                    r.gpu[0], r.gpu[1]) for r in self.book.requests.values()
+                                       if self.group in r.groups] or [task])
+            frag = gpupack.Fragmentation(cluster, mix)
+        where = gpupack.choose(cluster, task, self.packing, frag=frag)
+        if where is None:
+            return None
+        n = names[where.node]
+        gpus = [(g, milli) for g in where.gpus]
+        if not fits(scaled(kr.need, slots), free[where.node]):
+            return self._first_of(kr, slots, names)
+        return n, gpus
+
+    def _first_of(self, kr: KindRequest, slots: int, names: list[str]) -> tuple[str, list[tuple[int, int]]] | None:
+        for n in names:
+            gpus = self.book._fits_on(self.state, kr, n, slots)
+            if gpus is not None:
+                return n, gpus
+        return None
+
+    def _grant(self, kr: KindRequest, host: str, gpus: list[tuple[int, int]], slots: int, source: str) -> None:
+        a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)
+        self.given.setdefault(kr.spec.id, []).append(a)
+        self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, source))
+
+    @staticmethod
+    def _instance(kr: KindRequest) -> int:
+        """Slots of the next instance: ``order``, or 0 when that would pass the request's max."""
+        order = kr.spec.order
+        return order if kr.spec.max - kr.held >= order else 0
+
+    # -- 2. own ----------------------------------------------------------------------------
+    def _own(self, wanting: dict[str, list[KindRequest]]) -> None:
+        owners = [leaf for leaf in self.owners.get(self.group, ()) if leaf in wanting]
+        for leaf in sorted(owners, key=lambda x: (self.share(x), self.consumers[x].index)):
+            owned = vector(self.settings(leaf).owned_kinds)
+            key = (self.group, leaf)
+            covered = dict(self.book.incoming.get(key, {}))  # on its way to the leaf already
+            promised: Vector = {}  # what the instances waiting for those reclaims need
+            done: set[tuple] = set()  # shapes that got all they could (what they need only grows)
+            for kr in list(wanting.get(leaf, {}).values()):
+                if kr.shape in done:
+                    continue
+                left = kr.unmet
+                while left >= kr.spec.order:
+                    n = kr.spec.order
+                    need = kr.inst
+                    if not any(need.get(k, 0.0) > EPS for k in owned):
+                        break  # needs none of what it owns: the shared phase serves it
+                    have = dict(self.book.own_use.get(key, {}))
+                    add_into(have, promised)
+                    if not within(have, need, owned) or not self._max_ok(leaf, need):
+                        if kr.shape is not None:
+                            done.add(kr.shape)
+                        break
+                    spot = self._place(kr, n)
+                    if spot is None:
+                        # reclaims on their way count by the kinds it owns (the rest is there or comes with them)
+                        mine = {k: a for k, a in need.items() if k in owned}
+                        if not fits(mine, covered):
+                            freed = self._reclaim_for(leaf, kr, n)
+                            if freed is None:
+                                if kr.shape is not None:
+                                    done.add(kr.shape)
+                                break
+                            add_into(covered, freed)
+                        add_into(covered, mine, -1.0)
+                        add_into(promised, need)
+                    else:
+                        self._grant(kr, spot[0], spot[1], n, OWN)
+                    left -= n
+
+    def _reclaim_for(self, leaf: str, kr: KindRequest, slots: int) -> Vector | None:
+        """Mark, on the first host where it frees enough, what others hold beyond what they own
+        (the highest dominant share first, then the newest) for one instance of ``kr``."""
+        need = scaled(kr.need, slots)
+        book, state = self.book, self.state
+        for n in self._candidates(kr):
+            victims = sorted((a for a in book.on_host.get(n, {}).values()
+                              if a.source != OWN and a.reclaim is None and a.consumer != leaf),
+                             key=lambda a: (-self.share(a.consumer), -a.id))
+            if not victims:
+                continue
+            free = book.free_on(state, n)
+            row = list(book._gpu_row(state, n))
+            chosen = []
+            for a in victims:
+                chosen.append(a)
+                add_into(free, a.amount)
+                for i, m in a.gpus:
+                    row[i] += m
+                if fits(need, free) and book._place_gpus(row, kr.gpu, slots) is not None:
+                    for v in chosen:
+                        grace = self.consumers[v.consumer].groups[v.group].grace
+                        v.reclaim = PendingReclaim(self.now + grace, leaf, "ownership")
+                        book.marked[v.id] = v
+                        add_into(book.incoming.setdefault((self.group, leaf), {}), v.amount)
+                        self.out.reclaims.append(Reclaim(v.request, v.consumer, v.group, v.host, v.slots,
+                                                         v.reclaim.deadline, leaf, "ownership"))
+                    return scaled_sum(chosen)
+        return None
+
+    def _max_ok(self, leaf: str, need: Vector) -> bool:
+        """Within the per-kind max of the leaf and of each ancestor that sets one."""
+        if not self.maxed:
+            return True
+        for who in (leaf, *self.state.ancestors.get(leaf, ())):
+            gs = self.consumers[who].groups.get(self.group)
+            if gs is None or not gs.max_kinds:
+                continue
+            used: Vector = {}
+            for (g, c), v in self.book.use.items():
+                if g == self.group and (c == who or who in self.state.ancestors.get(c, ())):
+                    add_into(used, v)
+            if not within(used, need, vector(gs.max_kinds)):
+                return False
+        return True
+
+    # -- 3. shared: progressive filling ----------------------------------------------------
+    def _kept(self) -> tuple[Vector, dict[str, Vector]]:
+        """What owners keep idle for themselves, per kind (they do not lend it): in all, and
+        per owner."""
+        every: Vector = {}
+        per: dict[str, Vector] = {}
+        for path in self.owners.get(self.group, ()):
+            c = self.consumers[path]
+            gs = c.groups[self.group]
+            lent = set(gs.lend_kinds) if gs.lend and gs.lend_kinds is not None else None
+            have = self.book.own_use.get((self.group, c.path), {})
+            mine = {}
+            for k, a in gs.owned_kinds:
+                if gs.lend and (lent is None or k in lent):
+                    continue
+                idle = a - have.get(k, 0.0)
+                if idle > EPS:
+                    mine[k] = idle
+            if mine:
+                per[c.path] = mine
+                add_into(every, mine)
+        return every, per
+
+    def _shared(self, wanting: dict[str, SortedDict]) -> None:
+        kept, per = self._kept()
+        free = dict(self.book.group_free(self.state, self.group, self.hosts)) if kept else {}
+        heap = [(self.share(leaf), self.consumers[leaf].index, leaf) for leaf in wanting]
+        heapq.heapify(heap)
+        # per leaf, its requests as they were and how far it got: a request passed over here
+        # (its max reached, or its instance fitting nowhere the leaf may take) is not looked at
+        # again in this phase, as room only shrinks and use only grows within it
+        lists: dict[str, list[KindRequest]] = {}
+        at: dict[str, int] = {}
+        blocked: set[tuple] = set()  # (leaf, shape) over its limits or beyond what it may take
+        failed = self.failed
+        shapes = self.book.shapes_in.get(self.group, {})
+        owners = set(self.owners.get(self.group, ()))
+        # shapes that fit nowhere, or not beside what owners keep: the same for every leaf that
+        # keeps nothing itself
+        dead: set[tuple] = set()
+        while heap:
+            if len(failed) >= len(shapes) and None not in shapes:
+                break  # no shape that anyone wants fits anywhere: nobody can get anything more
+            _, _, leaf = heapq.heappop(heap)
+            if leaf not in owners and len(dead | failed) >= len(shapes) and None not in shapes:
+                continue
+            reqs = lists.get(leaf)
+            if reqs is None:
+                got = wanting.get(leaf)
+                if not got:
+                    continue
+                reqs = lists[leaf] = list(got.values())
+            i = at.get(leaf, 0)
+            served = False
+            while i < len(reqs):
+                kr = reqs[i]
+                n = self._instance(kr)
+                shape = kr.shape
+                if not n or shape in failed or (leaf, shape) in blocked or (shape in dead and leaf not in owners):
+                    i += 1
+                    continue
+                need = kr.inst
+                if not self._max_ok(leaf, need):
+                    blocked.add((leaf, shape))
+                    i += 1
+                    continue
+                if kept:
+                    mine = per.get(leaf, {})
+                    if any(a > EPS and a > free.get(k, 0.0) - (kept.get(k, 0.0) - mine.get(k, 0.0)) + EPS
+                           for k, a in need.items()):
+                        blocked.add((leaf, shape))
+                        if leaf not in per and shape is not None:
+                            dead.add(shape)
+                        i += 1
+                        continue
+                spot = self._place(kr, n)
+                if spot is None:
+                    if shape is None:
+                        blocked.add((leaf, shape))
+                    i += 1
+                    continue
+                self._grant(kr, spot[0], spot[1], n, SHARED)
+                if kept:
+                    add_into(free, need, -1.0)
+                served = True
+                break
+            at[leaf] = i
+            if served:
+                heapq.heappush(heap, (self.share(leaf), self.consumers[leaf].index, leaf))
+
+
+def scaled_sum(allocs: list[KindAlloc]) -> Vector:
+    out: Vector = {}
+    for a in allocs:
+        add_into(out, a.amount)
+    return out
+
+
+def allocation_rows(book: KindBook) -> list[dict]:
+    """Every vector allocation, for a report: its request, consumer, group, host, slots, what
+    it holds of each kind and its GPU devices."""
+    return [{"request": a.request, "consumer": a.consumer, "group": a.group, "host": a.host,
+             "slots": a.slots, "resources": rounded(a.amount), "gpus": sorted({i for i, _ in a.gpus})}
+            for a in sorted(book.allocs.values(), key=lambda a: a.id)]
+
+
+__all__ = ["FENCE", "KindBook", "allocation_rows", "gpu_shape", "group_totals"]
