@@ -127,6 +127,7 @@ class KindBook:
         self.totals: dict[str, Vector] = {}  # group -> what its hosts have (until hosts change)
         self._arrivals = 0
         self._next = 1
+        self._deferred: set[str] | None = None  # hosts whose fence is brought up to date at the cycle's end
 
     def _track(self, kr: KindRequest) -> None:
         wants = kr.held < kr.spec.max and kr.spec.id in self.requests
@@ -382,7 +383,12 @@ class KindBook:
         self._host_changed(state, a.host)
 
     def _refence(self, state: ClusterState, host: str) -> None:
-        """Keep the part of ``host``'s slots that vector work holds off the slot books."""
+        """Keep the part of ``host``'s slots that vector work holds off the slot books. Within
+        a cycle, once per host at its end: nothing in this book reads that fence (``free_on``
+        counts slot work without it)."""
+        if self._deferred is not None:
+            self._deferred.add(host)
+            return
         h = state.hosts[host]
         if h.state is HostState.DOWN or h.host.slots <= 0:
             return
@@ -440,6 +446,15 @@ class KindBook:
         """Decide for the vector requests, adding to ``out``; True when anything changed."""
         if not (self.wanting or self.marked):
             return False
+        self._deferred = set()
+        try:
+            return self._cycle(state, now, out)
+        finally:
+            touched, self._deferred = self._deferred, None
+            for host in sorted(touched):
+                self._refence(state, host)
+
+    def _cycle(self, state: ClusterState, now: float, out: Decisions) -> bool:
         before = len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled)
         for a in [a for a in self.marked.values() if a.reclaim.deadline <= now]:  # type: ignore[union-attr]
             out.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, a.reclaim.reason))
