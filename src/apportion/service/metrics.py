@@ -8,6 +8,7 @@ from typing import Any
 
 from apportion.engine.decisions import Decisions
 from apportion.engine.ducc.types import DuccDecisions
+from apportion.service import kinds
 
 
 class Metrics:
@@ -35,6 +36,17 @@ class Metrics:
         self.host_alien = Gauge("apportion_host_alien_processes",
                                 "Processes of non-system users on the host that belong to no activity", ["host"],
                                 registry=r)
+        # per resource kind (slots, cores, memory in GB, gpus; service/kinds.py): what the held slots use
+        self.resource_used = Gauge("apportion_resource_used", "What the consumer's held slots use, by resource "
+                                   "kind (a parent: its subtree's)", ["kind", "consumer"], registry=r)
+        self.host_resource_used = Gauge("apportion_host_resource_used",
+                                        "What the slots held on the host use, by resource kind", ["kind", "host"],
+                                        registry=r)
+        self.host_resource_capacity = Gauge("apportion_host_resource_capacity",
+                                            "The host's resources as its agent reported them, by kind",
+                                            ["kind", "host"], registry=r)
+        self.resource_capacity = Gauge("apportion_resource_capacity",
+                                       "The resources of the hosts not down, by kind", ["kind"], registry=r)
         # what costs nothing durable: calls refused before authentication, connections closed
         self.unauthenticated = Counter("apportion_unauthenticated_refusals",
                                        "Calls refused before authentication (not in the audit), by status; "
@@ -60,6 +72,29 @@ class Metrics:
             self.host_activities.labels(name).set(len(live))
             if h.alien is not None:
                 self.host_alien.labels(name).set(h.alien)
+
+    def observe_kinds(self, m: Any) -> None:
+        """Usage and capacity per resource kind, per host and consumer (every consumer of the plan)."""
+        for g in (self.resource_used, self.host_resource_used, self.host_resource_capacity, self.resource_capacity):
+            g.clear()
+        used = kinds.used_by_host(m)
+        cluster: dict[str, float] = dict.fromkeys(kinds.KINDS, 0.0)
+        for name, h in m.hosts.items():
+            total = kinds.host_total(h)
+            mine = used.get(name, {})
+            for kind, x in total.items():
+                self.host_resource_capacity.labels(kind, name).set(x)
+                if h.state != "down":
+                    cluster[kind] = cluster.get(kind, 0.0) + x
+            for kind in kinds.KINDS:
+                self.host_resource_used.labels(kind, name).set(mine.get(kind, 0.0))
+        for kind, x in cluster.items():
+            self.resource_capacity.labels(kind).set(x)
+        by_consumer = kinds.consumer_totals(kinds.used_by_consumer(m))
+        for path in m.consumers:
+            mine = by_consumer.get(path, {})
+            for kind in kinds.KINDS:
+                self.resource_used.labels(kind, path).set(mine.get(kind, 0.0))
 
     def observe(self, d: Decisions | DuccDecisions, seconds: float) -> None:
         self.cycle.observe(seconds)
