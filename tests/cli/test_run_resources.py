@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.service.live import CLI, reap, start_agent, start_master, wait_until
+from tests.service.live import CLI, one_host
 
 PLAN = """
 resource_groups:
@@ -22,17 +22,8 @@ SHOW = "import os; print('sees', repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    w = tmp_path_factory.mktemp("runres")
-    m = start_master(w / "m", PLAN)
-    agent = start_agent(m, "g1", w / "g1", slots=2, extra=["--gpus", "0,1"])
-    try:
-        with m.http() as c:
-            wait_until(lambda: [h["state"] for h in c.get("/v1/hosts").json()["hosts"]] == ["ok"], 30, "host up")
+    with one_host(tmp_path_factory.mktemp("runres"), PLAN, "g1", 2, ["--gpus", "0,1"]) as m:
         yield m
-    finally:
-        agent.kill()
-        m.proc.kill()
-        reap()
 
 
 def _run(m, *args: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from distributed import Client  # noqa: E402
 
 from apportion.dask import ApportionCluster  # noqa: E402
 from tests.dask.conftest import PLAN  # noqa: E402
-from tests.service.live import reap, start_agent, start_master, wait_until  # noqa: E402
+from tests.service.live import one_host  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,25 +26,17 @@ def visible_gpus() -> str | None:
 
 @pytest.mark.timeout(180)
 def test_workers_see_only_their_gpus(tmp_path: Path) -> None:
-    m = start_master(tmp_path / "master", PLAN)
-    agent = start_agent(m, "g1", tmp_path / "g1", slots=2, extra=["--gpus", "0,1"])
-    try:
+    with one_host(tmp_path, PLAN, "g1", 2, ["--gpus", "0,1"]) as m, \
+            ApportionCluster("/dask", "pool", master=m.url, token=m.token, worker_env={"PYTHONPATH": str(REPO)},
+                             resources={"gpus": 1, "cores": 1, "memory": 1}) as cluster, Client(cluster) as client:
+        cluster.scale(2)
+        client.wait_for_workers(2, timeout=90)
         with m.http() as c:
-            wait_until(lambda: [h["state"] for h in c.get("/v1/hosts").json()["hosts"]] == ["ok"], 30, "g1 up")
-        with ApportionCluster("/dask", "pool", master=m.url, token=m.token, worker_env={"PYTHONPATH": str(REPO)},
-                              resources={"gpus": 1, "cores": 1, "memory": 1}) as cluster, Client(cluster) as client:
-            cluster.scale(2)
-            client.wait_for_workers(2, timeout=90)
-            with m.http() as c:
-                alloc = c.get(f"/v1/allocations/{cluster.allocation_id}").json()
-            assert alloc["resources"] == {"cores": 1, "memory": 1, "gpus": 1, "gpu_model": None}, alloc
-            assert sorted(g for held in alloc["devices"]["g1"] for g in held["gpus"]) == [0, 1], alloc
-            seen = client.run(visible_gpus)
-            assert sorted(seen.values()) == ["0", "1"], seen
-    finally:
-        agent.kill()
-        m.proc.kill()
-        reap()
+            alloc = c.get(f"/v1/allocations/{cluster.allocation_id}").json()
+        assert alloc["resources"] == {"cores": 1, "memory": 1, "gpus": 1, "gpu_model": None}, alloc
+        assert sorted(g for held in alloc["devices"]["g1"] for g in held["gpus"]) == [0, 1], alloc
+        seen = client.run(visible_gpus)
+        assert sorted(seen.values()) == ["0", "1"], seen
 
 
 def test_bad_resources_are_refused_before_anything_starts() -> None:
