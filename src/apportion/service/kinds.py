@@ -129,13 +129,22 @@ def consumer_json(used: dict[str, float] | None) -> dict[str, Any]:
     return {"resources_used": _tidy(used or _zero())}
 
 
-def allocation_devices(m: Any, a: AllocationPub) -> dict[str, Any]:
+def devices_index(m: Any, one: AllocationPub | None = None) -> dict[int, dict[str, list[ActivityPub]]]:
+    """Allocation -> host -> its live activities that hold devices: one pass over the live
+    activities for a list of allocations; for ``one``, over those on the hosts it holds."""
+    out: dict[int, dict[str, list[ActivityPub]]] = {}
+    allocation = one.id if one is not None else None
+    hosts = m.live_on if one is None else {h: m.live_on[h] for h in one.hosts if h in m.live_on}
+    for host, live in hosts.items():
+        for x in live.values():
+            if isinstance(x.devices, dict) and (allocation is None or x.allocation == allocation):
+                out.setdefault(x.allocation, {}).setdefault(host, []).append(x)
+    return out
+
+
+def allocation_devices(a: AllocationPub, index: dict[int, dict[str, list[ActivityPub]]]) -> dict[str, Any]:
     """The devices the allocation's live activities hold, by host:
     {HOST: [{"activity", "gpus", "gpu_share"?, "cpus"?}]} (hosts where they hold none are left out)."""
-    out: dict[str, Any] = {}
-    for host in sorted(a.hosts):
-        mine = sorted((x for x in m.live_on.get(host, {}).values()
-                       if x.allocation == a.id and isinstance(x.devices, dict)), key=lambda x: x.id)
-        if mine:
-            out[host] = [{"activity": x.id, **x.devices} for x in mine]
-    return {"devices": out}
+    mine = index.get(a.id, {})
+    return {"devices": {host: [{"activity": x.id, **x.devices} for x in sorted(mine[host], key=lambda x: x.id)]
+                        for host in sorted(mine)}}

@@ -110,7 +110,7 @@ async def get_client(client_id: int, c: Caller = Depends(user)) -> dict[str, Any
 async def get_allocation(aid: int, c: Caller = Depends(user)) -> Any:
     p, m = c.p, c.m
     a = _alloc(m, p, aid)
-    return answer({**a.json(), **kinds.allocation_devices(m, a)})
+    return answer({**a.json(), **kinds.allocation_devices(a, kinds.devices_index(m, a))})
 
 
 @router.get("/allocations")
@@ -118,7 +118,8 @@ async def list_allocations(consumer: str | None = None, client: int | None = Non
     p, m = c.p, c.m
     from apportion.service.master import in_subtree
 
-    out = [{**a.json(), **kinds.allocation_devices(m, a)} for a in m.allocations.values()
+    held = kinds.devices_index(m)
+    out = [{**a.json(), **kinds.allocation_devices(a, held)} for a in m.allocations.values()
            if p.may_see(a.consumer) and (consumer is None or in_subtree(a.consumer, consumer))
            and (client is None or a.client == client)]
     return {"allocations": out}
