@@ -138,3 +138,17 @@ def test_a_loss_written_after_the_regrant_of_the_same_step_is_no_double_grant():
     view = StoreView({"a": 1, "b": 1}, [], {1, 2, 3}, events)
     s = check(view, [client(7, [1], [rec(1, 9.9, None)]), client(8, [3], [rec(2, 10.9, None)])]).summary()
     assert s["replay_overbooked"] == 1 and not s["ok"]
+
+
+@pytest.mark.timeout(60)
+def test_a_short_run_with_multi_resource_requests():
+    args = ["bench", "service", "--seconds", "2", "--agents", "2", "--slots-per-agent", "2", "--clients", "4",
+            "--load-processes", "1", "--consumers", "2", "--resources", "cores=1,memory=2,gpus=0", "--json"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)["result"]
+    assert r["spec"]["resources"] == {"cores": 1, "memory": 2, "gpus": 0}
+    # a body the master refused (422) would count as an error of each round
+    assert r["check"]["ok"] and r["errors"]["total"] == 0 and r["rate"]["released"] > 0, (r["check"], r["errors"])
+    bad = CliRunner().invoke(app, ["bench", "service", "--resources", "cores=1,tpus=2"])
+    assert bad.exit_code == 2 and "unknown kind 'tpus'" in bad.output, bad.output

@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from tests.service.live import CLI, reap, start_agent, start_master, wait_until
+from tests.service.live import CLI, one_host, wait_until
 
 PLAN = """
 resource_groups:
@@ -31,17 +31,8 @@ SLEEPER = "import os, time\nprint('ready', os.getpid(), flush=True)\nwhile True:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    w = tmp_path_factory.mktemp("runsig")
-    m = start_master(w / "m", PLAN)
-    agent = start_agent(m, "s1", w / "s1", slots=1)
-    try:
-        with m.http() as c:
-            wait_until(lambda: [h["state"] for h in c.get("/v1/hosts").json()["hosts"]] == ["ok"], 30, "host up")
+    with one_host(tmp_path_factory.mktemp("runsig"), PLAN, "s1", 1) as m:
         yield m
-    finally:
-        agent.kill()
-        m.proc.kill()
-        reap()
 
 
 def _command(m) -> list[str]:

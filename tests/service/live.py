@@ -9,6 +9,7 @@ on the machine's server (127.0.0.1:5432), or skips with the reason when none ans
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -165,6 +166,24 @@ def start_agent(master: Master | str, name: str, workdir: Path, slots: int = 4, 
     proc.start(env={"APPORTION_TOKEN": token or "", "APPORTION_E2E": TAG})
     AGENT_WORKDIRS.append(workdir)
     return proc
+
+
+@contextlib.contextmanager
+def one_host(workdir: Path, plan_text: str, host: str, slots: int, extra: list[str] | None = None
+             ) -> Iterator[Master]:
+    """A master on ``plan_text`` and one agent ``host`` (``extra``: its flags), up; both killed,
+    and what they left reaped, at the end."""
+    m = start_master(workdir / "m", plan_text)
+    agent = start_agent(m, host, workdir / host, slots=slots, extra=extra)
+    try:
+        with m.http() as c:
+            wait_until(lambda: [h["state"] for h in c.get("/v1/hosts").json()["hosts"]] == ["ok"], 30,
+                       f"{host} up")
+        yield m
+    finally:
+        agent.kill()
+        m.proc.kill()
+        reap()
 
 
 def reap() -> int:

@@ -5,7 +5,8 @@ an SQLite file or a fresh PostgreSQL database), light agents (``apportion agent 
 --count N``: they register and heartbeat but start no processes), and load-generator
 processes (``apportion.bench.service_load``), each running many clients on one event
 loop. Each client loops: create an allocation (max 1), wait for its ``granted`` event,
-delete it.
+delete it; with ``--resources`` each allocation says what each slot needs (cores, memory,
+GPUs), as a multi-resource request does.
 
 Figures: allocations per second created, granted and released (a request counts once
 released, the whole round done) over the timed window; request-to-grant latency (create
@@ -49,6 +50,7 @@ from apportion.bench.engine_bench import percentile
 from apportion.bench.machine import source_revision
 from apportion.bench.service_check import check, read_store
 from apportion.bench.service_load import A_CREATED, A_DEL_SENT, A_DELETED, A_GRANTED, A_SENT
+from apportion.client import resources_of
 
 CLI = [sys.executable, "-m", "apportion.cli"]
 PG_ADMIN = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
@@ -81,8 +83,11 @@ class ServiceBenchSpec:
     heartbeat: float = 1.0
     pg_admin: str = PG_ADMIN
     keep: bool = False  # keep the work directory (logs, SQLite file)
+    resources: dict[str, Any] | None = None  # what each slot of every allocation needs; None: plain slots
 
     def __post_init__(self) -> None:
+        if self.resources is not None:
+            object.__setattr__(self, "resources", resources_of(self.resources))
         if self.db not in ("sqlite", "postgres"):
             raise ValueError("db must be sqlite or postgres")
         if self.events not in ("poll", "sse"):
@@ -356,6 +361,7 @@ def _ms_stats(xs: list[float]) -> dict[str, float | None]:
 def _load_config(spec: ServiceBenchSpec, urls: list[str], token: str, names: list[tuple[str, str]], out: Path,
                  rate: float | None) -> dict[str, Any]:
     return {"urls": urls, "token": token, "group": GROUP, "events": spec.events, "out": str(out),
+            "resources": spec.resources,
             "clients": [{"name": n, "consumer": c} for n, c in names], "rate": rate,
             "poll_wait": 5.0, "grant_timeout": 30.0, "drain": 20.0,
             "retry_for": 60.0 if (spec.kill or spec.failover) else 20.0}
@@ -816,6 +822,10 @@ def machine_line(m: dict) -> str:
             f"{m['ram_gib']} GiB RAM, {m['python']}, {m['platform']}")
 
 
+def _resources_text(res: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in res.items())
+
+
 def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Console
     from rich.table import Table
     from apportion.cli.tables import print_table
@@ -828,7 +838,8 @@ def render(console, machine: dict, r: dict) -> None:  # noqa: ANN001 - a rich Co
     console.print(f"[bold]load[/]: 1 master on {sp['db']}, {sp['agents']} light agents x {sp['slots_per_agent']} "
                   f"slots, {sp['clients']} clients in {sp['load_processes']} processes ({mode}), "
                   f"{sp['consumers']} consumers; rate {'as fast as possible' if sp['rate'] is None else sp['rate']}"
-                  f"; {sp['seconds']:g} s" + (f"; master SIGKILLed {sp['kill']} times" if sp["kill"] else "")
+                  + (f"; each slot {_resources_text(sp['resources'])}" if sp.get("resources") else "")
+                  + f"; {sp['seconds']:g} s" + (f"; master SIGKILLed {sp['kill']} times" if sp["kill"] else "")
                   + ("; failover" if sp["failover"] else "") + "; audit on, access log "
                   + ("on" if r.get("access_log", True) else "off (APPORTION_ACCESS_LOG=0)"), highlight=False)
     t = Table(title="apportion bench service")

@@ -235,6 +235,8 @@ class Client:
 
     async def loop(self, pace: Pace, t_end: float) -> None:
         body = {"client": self.id, "consumer": self.consumer, "group": self.cfg["group"], "min": 1, "max": 1}
+        if self.cfg.get("resources"):
+            body["resources"] = self.cfg["resources"]
         while time.time() < t_end:
             await pace.wait()
             if time.time() >= t_end:

@@ -253,6 +253,15 @@ def solve(
     _emit(machine_info(), run_ego(spec, change_fraction, runs, keep), json_out, render)
 
 
+def _resources_option(text: str | None) -> dict | None:
+    from apportion.client import parse_resources
+
+    try:
+        return parse_resources(text) if text is not None else None
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--resources") from None
+
+
 @bench_app.command("service")
 def service(
     db: str = typer.Option("sqlite", "--db", help="sqlite, or postgres (a fresh database on 127.0.0.1:5432, "
@@ -275,6 +284,8 @@ def service(
                                "1,000 consumers and 20,000 allocations."),
     seed: int = typer.Option(1, "--seed", help="Seed of the kill moments."),
     keep: bool = typer.Option(False, "--keep", help="Keep the work directory (logs, SQLite file)."),
+    resources: str | None = typer.Option(None, "--resources", help="What each slot of every allocation needs, "
+                                         "e.g. cores=1,memory=2 (multi-resource requests; default plain slots)."),
     json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON."),
 ) -> None:
     """The live service end to end: a real master, light agents and client processes on loopback."""
@@ -294,7 +305,7 @@ def service(
         return
     spec = _spec(ServiceBenchSpec, db=db, seconds=seconds, agents=agents, slots_per_agent=slots, clients=clients,
                  load_processes=load_procs, consumers=consumers, rate=rate, events=events, kill=kill,
-                 failover=failover, seed=seed, keep=keep)
+                 failover=failover, seed=seed, keep=keep, resources=_resources_option(resources))
     result = run(spec, progress)
     _emit(machine_info(), result, json_out, render)
     if not result["check"]["ok"]:

@@ -215,13 +215,37 @@ consumer_app = typer.Typer(help="Consumers on the live master: what each owns, d
                            no_args_is_help=True)
 
 
+_KIND_COLUMNS = ("CORES", "MEM GB", "GPUS")  # shown where any host has GPUs: what the held slots use
+_KINDS = ("cores", "memory", "gpus")
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, (int, float)) else "-"
+
+
+def _any_gpus(hosts: list[dict[str, Any]]) -> bool:
+    return any((h.get("resources_total") or {}).get("gpus") for h in hosts)
+
+
 @consumer_app.command("list")
 def consumer_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
-    """Every consumer in every resource group (SHARE is what it deserves now, ALLOC what it holds)."""
-    _run(master, token_file, json_out, lambda api: {"consumers": api.consumers()},
-         lambda v: print_table(out, _table(None, ("CONSUMER", "GROUP", *_SHARE_COLUMNS),
-                                           ([r.get("consumer"), r.get("group"), *_share_row(r)] for r in v["consumers"])),
-                               _SHARE_DROP))
+    """Every consumer in every resource group (SHARE is what it deserves now, ALLOC what it holds;
+    where any host has GPUs, also the cores, memory and GPUs its held slots use)."""
+    gpus: list[bool] = []
+
+    def call(api: Client) -> dict[str, Any]:
+        if not json_out:
+            gpus.append(_any_gpus(api.hosts()))
+        return {"consumers": api.consumers()}
+
+    def render(v: dict[str, Any]) -> None:
+        kinds = _KIND_COLUMNS if gpus and gpus[0] else ()
+        print_table(out, _table(None, ("CONSUMER", "GROUP", *_SHARE_COLUMNS, *kinds),
+                                ([r.get("consumer"), r.get("group"), *_share_row(r),
+                                  *(_num((r.get("resources_used") or {}).get(k)) for k in _KINDS[:len(kinds)])]
+                                 for r in v["consumers"])), _SHARE_DROP)
+
+    _run(master, token_file, json_out, call, render)
 
 
 @consumer_app.command("view")
@@ -373,16 +397,23 @@ def host_list(master: Master = None, token_file: TokenFile = None, json_out: Jso
     """Every host: state (ok, closed, unreachable: its agent is silent and it keeps its work,
     down: what ran there is lost), its agent's last heartbeat, slots, free slots, slots fenced
     for processes not yet known gone, containment (cgroup-v2, cgroup-v1, process-group), alien
-    processes, attributes."""
-    _run(master, token_file, json_out, lambda api: {"hosts": api.hosts()},
-         lambda v: print_table(out, _table(None, ("NAME", "STATE", "LAST SEEN", "SLOTS", "FREE", "FENCED",
-                                                  "CONTAINMENT", "ALIEN", "ATTRIBUTES"),
-                                           ([h.get("name"), _host_state(h), _ago(h.get("last_seen")),
-                                             h.get("slots"), h.get("free"), h.get("fenced", 0),
-                                             h.get("containment") or "-",
-                                             "-" if h.get("alien") is None else h["alien"],
-                                             " ".join(f"{k}={x}" for k, x in (h.get("attributes") or {}).items()) or "-"]
-                                            for h in v["hosts"]))))
+    processes, attributes; where any host has GPUs, its cores, memory (GB) and GPUs as used/total."""
+    def kinds(h: dict[str, Any], shown: bool) -> list[str]:
+        used, total = h.get("resources_used") or {}, h.get("resources_total") or {}
+        return [f"{_num(used.get(k))}/{_num(total.get(k))}" for k in _KINDS] if shown else []
+
+    def render(v: dict[str, Any]) -> None:
+        shown = _any_gpus(v["hosts"])
+        print_table(out, _table(None, ("NAME", "STATE", "LAST SEEN", "SLOTS", "FREE", "FENCED",
+                                       *(_KIND_COLUMNS if shown else ()), "CONTAINMENT", "ALIEN", "ATTRIBUTES"),
+                                ([h.get("name"), _host_state(h), _ago(h.get("last_seen")),
+                                  h.get("slots"), h.get("free"), h.get("fenced", 0), *kinds(h, shown),
+                                  h.get("containment") or "-",
+                                  "-" if h.get("alien") is None else h["alien"],
+                                  " ".join(f"{k}={x}" for k, x in (h.get("attributes") or {}).items()) or "-"]
+                                 for h in v["hosts"])))
+
+    _run(master, token_file, json_out, lambda api: {"hosts": api.hosts()}, render)
 
 
 @host_app.command("confirm-dead")

@@ -67,8 +67,10 @@ def exit_code(a: dict[str, Any]) -> int:
 
 class Runner:
     def __init__(self, api: Client, consumer: str, group: str | None, slots: int, select: str | None,
-                 argv: list[str], out: Any = sys.stdout, err: Any = sys.stderr) -> None:
+                 argv: list[str], out: Any = sys.stdout, err: Any = sys.stderr,
+                 resources: dict[str, Any] | None = None) -> None:
         self.api, self.consumer, self.group, self.slots, self.select = api, consumer, group, slots, select
+        self.resources = resources
         self.argv, self.out, self.err = argv, out, err
         self.client: int | None = None
         self.alloc: int | None = None
@@ -110,7 +112,8 @@ class Runner:
         try:
             name = f"run-{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
             self.client = self.api.register(name, self.consumer)
-            a = self.api.allocate(self.consumer, self.group, self.slots, self.slots, requirement=self.select)
+            a = self.api.allocate(self.consumer, self.group, self.slots, self.slots, requirement=self.select,
+                                  resources=self.resources)
             self.alloc = int(a["id"])
             hosts = self._wait_for_grant()
             if hosts is None:
@@ -232,6 +235,9 @@ def run(command: Annotated[list[str], typer.Argument(help="The command and its a
         = 1,
         host_select: Annotated[str | None, typer.Option(
             "--host-select", help="Only hosts this requirement selects, e.g. 'select(mem > 8)'.")] = None,
+        resources: Annotated[str | None, typer.Option(
+            "--resources", help="What each slot needs, e.g. cores=8,memory=64,gpus=1,gpu_model=A100 (memory in "
+            "GB; gpus=0.5 shares a device). Each command sees only its GPUs in CUDA_VISIBLE_DEVICES.")] = None,
         master: Annotated[str | None, typer.Option("--master", envvar="APPORTION_MASTER",
                                                    help="The master's URL (default http://127.0.0.1:8470).")] = None,
         token_file: Annotated[Path | None, typer.Option("--token-file", help="A file holding the token.")] = None,
@@ -244,10 +250,16 @@ def run(command: Annotated[list[str], typer.Argument(help="The command and its a
     1 when the master refuses; 3 with no master."""
     from apportion.cli.live import _client, _fail
 
+    from apportion.client import parse_resources
+
     if not command:
         raise typer.BadParameter("name the command to run after --", param_hint="COMMAND")
+    try:
+        need = parse_resources(resources) if resources is not None else None
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--resources") from None
     with _client(master, token_file) as api:
-        runner = Runner(api, consumer, group, slots, host_select, list(command))
+        runner = Runner(api, consumer, group, slots, host_select, list(command), resources=need)
         try:
             code = runner.run()
         except ApportionError as e:

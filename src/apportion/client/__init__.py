@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from apportion.client._config import DEFAULT_MASTER, master_urls, resolve_token
 from apportion.client._errors import ApportionError, MasterUnavailable
+from apportion.client._resources import parse_resources, resources_of
 from apportion.client._sse import SSEMessage, SSEParser
 from apportion.client._types import Activity, Allocation, ConsumerRow, Event, Host, Output, PlanInForce
 
@@ -46,5 +47,5 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Activity", "Allocation", "ApportionError", "AsyncClient", "AsyncEventStream", "Client", "ConsumerRow",
     "DEFAULT_MASTER", "Event", "EventStream", "Host", "MasterUnavailable", "Output", "PlanInForce", "SSEMessage",
-    "SSEParser", "Work", "master_urls", "resolve_token", "serve", "work",
+    "SSEParser", "Work", "master_urls", "parse_resources", "resolve_token", "resources_of", "serve", "work",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 
 from apportion.client._call import Call
 from apportion.client._config import master_urls, resolve_token
+from apportion.client._resources import resources_of
 from apportion.client._route import Masters
 
 __all__ = ["Call", "Endpoints"]
@@ -71,13 +72,18 @@ class Endpoints:
 
     def allocate(self, consumer: str, group: str | Sequence[str] | None, min: int, max: int, *,
                  client: int | None = None, slots_per_instance: int = 1, exclusive: bool = False,
-                 requirement: str | None = None, memory: float | None = None) -> Any:
+                 requirement: str | None = None, memory: float | None = None,
+                 resources: Mapping[str, Any] | None = None) -> Any:
         """Ask for slots: -> the new allocation (``Allocation``, with its ``id``).
 
         ``group``: a resource group, an ordered list of them, or None (the
         consumer's groups). ``client``: default, the id ``register`` gave.
         ``memory``: GB per slot its activities may use (default: their part of the host's).
+        ``resources``: what each slot needs, ``{"cores": 8, "memory": 64, "gpus": 1,
+        "gpu_model": "A100"}`` (memory in GB; ``gpus: 0.5`` shares one device); the
+        allocation's ``devices`` then says which GPUs and cores its activities got on each host.
         """
+        res = resources_of(resources) if resources is not None else None
         if client is None:
             client = self.client_id
         if client is None:
@@ -91,6 +97,8 @@ class Endpoints:
             body["requirement"] = requirement
         if memory is not None:
             body["memory"] = memory
+        if res is not None:
+            body["resources"] = res
         return self._send(Call("POST", "/v1/allocations", json=body))
 
     def allocation(self, allocation: int) -> Any:

@@ -27,6 +27,8 @@ class Allocation(TypedDict, total=False):
     held: int
     hosts: dict[str, int]
     reclaiming: list[Reclaiming]
+    resources: dict[str, Any] | None  # what each slot asked for: cores, memory (GB), gpus, gpu_model
+    devices: dict[str, list[dict[str, Any]]]  # host -> [{"activity", "gpus", "gpu_share"?, "cpus"?}] held now
 
 
 class Activity(TypedDict, total=False):
@@ -49,6 +51,7 @@ class Activity(TypedDict, total=False):
     oom: bool  # the kernel's OOM killer ended it (stop_reason gives the limit and the peak)
     limits: dict[str, Any] | None  # memory (bytes), cpu_weight, pids: as the agent applied them
     usage: dict[str, Any] | None  # cpu_seconds, memory, memory_peak (bytes): while it runs, and at its end
+    devices: dict[str, Any] | None  # {"gpus", "gpu_share"?, "cpus"?} it holds on its host
 
 
 class Output(TypedDict):
@@ -71,6 +74,10 @@ class Host(TypedDict, total=False):
     lost_at: float | None  # unreachable: when it is to be declared down
     fenced: int  # slots fenced there for processes not yet known gone
     fenced_for: list[int]  # the lost activities whose processes may still run there
+    resources: dict[str, Any] | None  # its agent's vector: cores, memory, gpus, devices, custom
+    resources_total: dict[str, float]  # slots, cores, memory (GB), gpus and custom kinds
+    resources_used: dict[str, float]  # what the slots held there use, per kind
+    devices_used: dict[str, Any]  # {"gpus": {INDEX: part held}, "cpus": [...]}: what live activities hold
 
 
 class ConsumerRow(TypedDict, total=False):
@@ -83,6 +90,7 @@ class ConsumerRow(TypedDict, total=False):
     deserved: int
     demand: int
     shortfall: int
+    resources_used: dict[str, float]  # what its held slots in the group use, per kind (a parent: its subtree's)
 
 
 class PlanInForce(TypedDict, total=False):

@@ -37,7 +37,7 @@ from distributed.core import Status, rpc
 from distributed.deploy.cluster import Cluster
 from distributed.scheduler import Scheduler
 
-from apportion.client import ApportionError, AsyncClient, master_urls
+from apportion.client import ApportionError, AsyncClient, master_urls, resources_of
 from apportion.dask.adaptive import ApportionAdaptive
 from apportion.dask.books import Books, DaskWorker
 from apportion.dask.net import scheduler_host_for
@@ -99,6 +99,11 @@ class ApportionCluster(Cluster):
     ``retire_margin``: seconds before a reclaim's deadline by which the slots are
     released (workers still there then are stopped). ``scale_timeout``: how long a
     scale-down waits for workers to retire before stopping them.
+
+    ``resources``: what each slot needs, ``{"cores": 8, "memory": 64, "gpus": 1,
+    "gpu_model": "A100"}`` (memory in GB; ``gpus: 0.5`` shares a device): a worker of
+    ``worker_slots`` slots gets that many times it, and sees only its GPUs
+    (``CUDA_VISIBLE_DEVICES``, set by the agent).
     """
 
     def __init__(self, consumer: str, group: str | Sequence[str] | None = None, *, worker_slots: int = 1,
@@ -108,13 +113,15 @@ class ApportionCluster(Cluster):
                  scheduler_host: str | None = None, scheduler_port: int = 0, python: str | None = None,
                  worker_env: Mapping[str, str] | None = None, worker_death_timeout: float = 60.0,
                  retire_margin: float = 2.0, scale_timeout: float = 30.0, asynchronous: bool = False,
-                 loop: Any = None, quiet: bool = True, name: str | None = None) -> None:
+                 loop: Any = None, quiet: bool = True, name: str | None = None,
+                 resources: Mapping[str, Any] | None = None) -> None:
         if worker_slots < 1:
             raise ValueError(f"worker_slots must be 1 or more, not {worker_slots}")
         if n_workers < 0 or minimum < 0:
             raise ValueError("n_workers and minimum must be 0 or more")
         if nthreads is not None and nthreads < 1:
             raise ValueError(f"nthreads must be 1 or more, not {nthreads}")
+        self.resources = resources_of(resources) if resources is not None else None
         super().__init__(asynchronous=asynchronous, loop=loop, quiet=quiet, name=name)
         self.consumer = consumer
         self.group = group
@@ -178,7 +185,8 @@ class ApportionCluster(Cluster):
         try:
             self.client_id = await self._api.register(self.client_name, self.consumer)
             alloc = await self._api.allocate(self.consumer, self.group, *self._demand(self._wanted),
-                                             client=self.client_id, slots_per_instance=self.worker_slots)
+                                             client=self.client_id, slots_per_instance=self.worker_slots,
+                                             resources=self.resources)
         except ApportionError as e:
             await self._api.aclose()
             await self.scheduler.close()

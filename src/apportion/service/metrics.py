@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from typing import Any
 
 from apportion.engine.decisions import Decisions
 from apportion.engine.ducc.types import DuccDecisions
+from apportion.service import kinds
+
+
+class _Families(Collector):
+    """Metric families made at the last scrape (``Metrics.observe_kinds``)."""
+
+    def __init__(self) -> None:
+        self.families: list[GaugeMetricFamily] = []
+
+    def collect(self) -> Any:
+        return iter(self.families)
 
 
 class Metrics:
@@ -35,6 +48,10 @@ class Metrics:
         self.host_alien = Gauge("apportion_host_alien_processes",
                                 "Processes of non-system users on the host that belong to no activity", ["host"],
                                 registry=r)
+        # per resource kind (slots, cores, memory in GB, gpus; service/kinds.py), built at each scrape
+        # as metric families (a labelled child per host and kind costs ten times more at 10,000 hosts)
+        self.kinds = _Families()
+        r.register(self.kinds)
         # what costs nothing durable: calls refused before authentication, connections closed
         self.unauthenticated = Counter("apportion_unauthenticated_refusals",
                                        "Calls refused before authentication (not in the audit), by status; "
@@ -60,6 +77,36 @@ class Metrics:
             self.host_activities.labels(name).set(len(live))
             if h.alien is not None:
                 self.host_alien.labels(name).set(h.alien)
+
+    def observe_kinds(self, m: Any) -> None:
+        """Usage and capacity per resource kind, per host and consumer (every consumer of the plan)."""
+        used_f = GaugeMetricFamily("apportion_resource_used", "What the consumer's held slots use, by resource kind "
+                                   "(a parent: its subtree's)", labels=["kind", "consumer"])
+        host_used_f = GaugeMetricFamily("apportion_host_resource_used", "What the slots held on the host use, "
+                                        "by resource kind", labels=["kind", "host"])
+        host_cap_f = GaugeMetricFamily("apportion_host_resource_capacity", "The host's resources as its agent "
+                                       "reported them, by kind", labels=["kind", "host"])
+        cap_f = GaugeMetricFamily("apportion_resource_capacity", "The resources of the hosts not down, by kind",
+                                  labels=["kind"])
+        used = kinds.used_by_host(m)
+        cluster: dict[str, float] = dict.fromkeys(kinds.KINDS, 0.0)
+        for name, h in m.hosts.items():
+            total = kinds.host_total(h)
+            mine = used.get(name, {})
+            for kind, x in total.items():
+                host_cap_f.add_metric([kind, name], x)
+                if h.state != "down":
+                    cluster[kind] = cluster.get(kind, 0.0) + x
+            for kind in kinds.KINDS:
+                host_used_f.add_metric([kind, name], mine.get(kind, 0.0))
+        for kind, x in cluster.items():
+            cap_f.add_metric([kind], x)
+        by_consumer = kinds.consumer_totals(kinds.used_by_consumer(m))
+        for path in m.consumers:
+            mine = by_consumer.get(path, {})
+            for kind in kinds.KINDS:
+                used_f.add_metric([kind, path], mine.get(kind, 0.0))
+        self.kinds.families = [used_f, host_used_f, host_cap_f, cap_f]
 
     def observe(self, d: Decisions | DuccDecisions, seconds: float) -> None:
         self.cycle.observe(seconds)

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Depends, HTTPException, Request, Response
 
-from apportion.service import audit, commitguard, hoststates, removals
+from apportion.service import audit, commitguard, hoststates, kinds, removals
 from apportion.service.api.deps import run
 from apportion.service.api.schemas import HostClose, HostName, TokenIn
 from apportion.service.auth import Caller, admin, user
@@ -24,10 +24,12 @@ _PLAN_BODY = Body(..., media_type="text/plain", description="The plan's text: YA
 async def list_hosts(c: Caller = Depends(user)) -> dict[str, Any]:
     m = c.m
     fenced = hoststates.fenced_by_host(m)
+    used = kinds.used_by_host(m)
     return {"hosts": [{"name": h.name, "state": h.state, "slots": h.slots, "free": m.free_on(h.name),
                        "used": m.host_used.get(h.name, 0), "memory": h.memory, "os": h.os,
                        "attributes": h.attributes, "closed": h.closed, "last_seen": h.last_seen, **h.facts(),
-                       **hoststates.json(m, h, fenced), **m.start_failures.json(h.name)}
+                       **hoststates.json(m, h, fenced), **m.start_failures.json(h.name),
+                       **kinds.host_json(h, used.get(h.name), m.live_on.get(h.name, {}).values())}
                       for h in sorted(m.hosts.values(), key=lambda h: h.name)]}
 
 
@@ -87,6 +89,7 @@ async def consumers(c: Caller = Depends(user)) -> dict[str, Any]:
     """Per consumer and resource group: EGO's rg view."""
     p, m = c.p, c.m
     report = await run(m, m.op_report())
+    used = kinds.used_by_consumer(m)
     out = []
     for path, line in report.consumers.items():
         if not p.may_see(path):
@@ -94,7 +97,8 @@ async def consumers(c: Caller = Depends(user)) -> dict[str, Any]:
         for g, gl in line.groups.items():
             out.append({"consumer": path, "group": g, "owned": gl.planned_owned, "held": gl.held,
                         "held_owned": gl.owned, "borrowed": gl.borrowed, "lent": gl.lent, "shared": gl.shared,
-                        "deserved": gl.deserved, "demand": gl.demand, "shortfall": gl.shortfall})
+                        "deserved": gl.deserved, "demand": gl.demand, "shortfall": gl.shortfall,
+                        **kinds.consumer_json(used.get((path, g)))})
     return {"consumers": out}
 
 

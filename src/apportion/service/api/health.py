@@ -54,6 +54,7 @@ async def metrics(request: Request, c: Caller = Depends(admin)) -> Response:
         mt.hosts.labels(s).set(states.get(s, 0))
     mt.agents_up.set(sum(1 for h in m.hosts.values() if h.state not in ("unreachable", "down")))
     mt.observe_hosts(m)
+    mt.observe_kinds(m)
     for path, line in (report.consumers.items() if report is not None else ()):
         for g, gl in line.groups.items():
             mt.held.labels(path, g).set(gl.held)

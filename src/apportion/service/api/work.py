@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Response
 
-from apportion.service import audit, removals
+from apportion.service import audit, kinds, removals
 from apportion.service.api.deps import answer, run
 from apportion.service.api.schemas import (
     ActivityIn,
@@ -109,7 +109,8 @@ async def get_client(client_id: int, c: Caller = Depends(user)) -> dict[str, Any
 @router.get("/allocations/{aid}")
 async def get_allocation(aid: int, c: Caller = Depends(user)) -> Any:
     p, m = c.p, c.m
-    return answer(_alloc(m, p, aid).json())
+    a = _alloc(m, p, aid)
+    return answer({**a.json(), **kinds.allocation_devices(a, kinds.devices_index(m, a))})
 
 
 @router.get("/allocations")
@@ -117,7 +118,8 @@ async def list_allocations(consumer: str | None = None, client: int | None = Non
     p, m = c.p, c.m
     from apportion.service.master import in_subtree
 
-    out = [a.json() for a in m.allocations.values()
+    held = kinds.devices_index(m)
+    out = [{**a.json(), **kinds.allocation_devices(a, held)} for a in m.allocations.values()
            if p.may_see(a.consumer) and (consumer is None or in_subtree(a.consumer, consumer))
            and (client is None or a.client == client)]
     return {"allocations": out}
