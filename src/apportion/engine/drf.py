@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sortedcontainers import SortedDict, SortedList
 
@@ -42,7 +42,7 @@ from apportion.engine import gpupack
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
 from apportion.engine.kinds import EPS, Vector, add_into, dominant, fits, rounded, scaled, vector, within
 from apportion.engine.model import HostState, Request
-from apportion.engine.state import OWN, ClusterState, PendingReclaim, pool_source
+from apportion.engine.state import OWN, Allocation, ClusterState, PendingReclaim, pool_source
 
 FENCE = "\x00kinds"  # the request id the slot books fence vector work under
 SHARED = pool_source("/")
@@ -62,17 +62,10 @@ def gpu_shape(amount: float) -> tuple[int, int]:
 
 
 @dataclass(slots=True, eq=False)
-class KindAlloc:
-    id: int
-    request: str
-    consumer: str
-    group: str
-    host: str
-    slots: int
-    need: Vector  # per slot
-    gpus: tuple[tuple[int, int], ...]  # (device, thousandths) taken, all slots together
-    source: str
-    reclaim: PendingReclaim | None = None
+class KindAlloc(Allocation):
+    """A slot allocation that also holds what each slot needs of every kind."""
+    need: Vector = field(default_factory=dict)  # per slot
+    gpus: tuple[tuple[int, int], ...] = ()  # (device, thousandths) taken, all slots together
 
     @property
     def amount(self) -> Vector:
@@ -313,7 +306,7 @@ class KindBook:
 
     def _add(self, state: ClusterState, kr: KindRequest, group: str, host: str, slots: int,
              gpus: list[tuple[int, int]], source: str) -> KindAlloc:
-        a = KindAlloc(self._next, kr.spec.id, kr.spec.consumer, group, host, slots, kr.need, tuple(gpus), source)
+        a = KindAlloc(self._next, kr.spec.id, kr.spec.consumer, group, host, slots, source, need=kr.need, gpus=tuple(gpus))
         self._next += 1
         self.allocs[a.id] = a
         self.on_host.setdefault(host, {})[a.id] = a
