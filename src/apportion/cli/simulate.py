@@ -75,7 +75,7 @@ def render_result(console: Console, res: dict) -> None:
     if left_out:
         console.print(f"[yellow]left out:[/] {left_out}", highlight=False)
     t = Table(title="per consumer")
-    for col in ("consumer", "jobs", "never", "wait mean", "wait p95", "bsld mean", "bsld p95", "held", "deserved",
+    for col in ("consumer", "jobs", "never", "wait mean", "wait p95", "bsld mean", "bsld p95", "allocated", "deserved",
                 "shortfall", "starved", "reclaims", "evictions", "lost slot-h", "FTF"):
         t.add_column(col, justify="left" if col == "consumer" else "right")
     for path, c in res["consumers"].items():
