@@ -36,7 +36,10 @@ WIDTHS = (60, 80, 200)
 MODES = (*WIDTHS, "pipe")
 _SPLIT = re.compile(r"[\s│┃║]+")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-FIELDS = ("owns", "held", "owned", "borrowed", "shared", "lent", "deserved", "demand")
+# solve's columns and the JSON group line's key for each (the glossary's words)
+COLUMNS = {"owned": "planned_owned", "allocated": "held", "from-owned": "owned", "borrowed": "borrowed",
+           "shared": "shared", "lent": "lent", "deserved": "deserved", "demand": "demand"}
+FIELDS = tuple(COLUMNS)
 
 
 # --- the data: apportion solve, parsed --------------------------------------------------------
@@ -87,9 +90,9 @@ def test_solve_shows_each_consumers_figures_as_the_json_has_them(width: int | No
         assert set(rows) == {p.rsplit("/", 1)[-1] for p in snap["consumers"]}
         for path, line in snap["consumers"].items():
             g = line["groups"]["RG1"]
-            want = {**g, "owns": g.get("planned_owned", 0)}
+            want = {f: g.get(k, 0) for f, k in COLUMNS.items()}
             got = rows[path.rsplit("/", 1)[-1]]
-            assert {"owns", "held", "demand"} <= set(got), got  # what a reader needs most is never left out
+            assert {"owned", "allocated", "demand"} <= set(got), got  # what a reader needs most is never left out
             assert got == {f: str(want[f]) for f in got}, (path, got)
     if width is None or width == 200:
         assert all(set(rows[name]) == set(FIELDS) for rows in shown for name in rows)  # every column

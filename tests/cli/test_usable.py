@@ -68,7 +68,7 @@ def test_every_help_text_is_prose_without_markup_or_broken_lines() -> None:
     r = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"}, prog_name="apportion")
     rg = re.search(r"│ rg +(.*?)│ \w", r.output, re.S).group(1)
     assert " ".join(w for w in rg.split() if w != "│") == ("A resource group consumer by consumer, with EGO's "
-                                                         "columns: OWN, SHARE (deserved now), ALLOC (held), "
+                                                         "columns: OWNED, DESERVED (now), ALLOCATED, "
                                                          "BORROWED, LENT, DEMAND, SHORTFALL. --watch redraws it "
                                                          "in place.")
 

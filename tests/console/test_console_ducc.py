@@ -171,9 +171,11 @@ def test_a_full_cluster_counts_its_shares_as_used_and_a_job_has_its_page(browser
             jid = ids[0]
             con.go("jobs")
             con.page.click(f"tr[data-job='{jid}'] a[href='#/job/{jid}']")
+            # bounded as this file's other waits on the job's data (60 s), not by Playwright's default 30 s,
+            # which one run with both cores kept busy by CPU hogs (and a second console test) passed
             con.page.wait_for_function(f"() => location.hash === '#/job/{jid}' && "
                                        "document.getElementById('page').dataset.page === 'job' && "
-                                       "document.getElementById('page').dataset.loaded")
+                                       "document.getElementById('page').dataset.loaded", timeout=60_000)
             con.until(lambda: con.page.locator("pre[data-tail]").count() > 0
                       and "working on item" in con.text("pre[data-tail]"), "a process's output tail shown", timeout=60)
             view = c.get(f"/v1/jobview/{jid}").json()

@@ -61,13 +61,13 @@ def _render(console: Console, machine: dict, r: dict) -> None:
     t.add_row("  CPU time", _s(r["cold_cpu_s"]), "", "")
     c = r["cold"]
     t.add_row("  decisions", f"{c['grants']:,} grants, {c['reclaims']:,} reclaims", "", "")
-    t.add_row("  held after / capacity", f"{c['held_slots']:,} / {c['capacity_slots']:,} "
+    t.add_row("  allocated after / capacity", f"{c['held_slots']:,} / {c['capacity_slots']:,} "
               f"({c['utilisation']:.1%})", "", "")
     t.add_row("  hosts over capacity", str(c["hosts_over_capacity"]), "0",
               "[green]ok[/]" if c["hosts_over_capacity"] == 0 else "[red]BUG[/]")
     se = r["settle"]
     t.add_row("settle after the cold cycle", f"{se['cycles']} cycles, {_s(se['s'])}", "", "")
-    t.add_row("  held when settled", f"{se['held']:,} / {c['capacity_slots']:,} "
+    t.add_row("  allocated when settled", f"{se['held']:,} / {c['capacity_slots']:,} "
               f"({se['held'] / max(1, c['capacity_slots']):.1%})", "", "")
     n = r["steady_cycles"]
     t.add_row(f"steady cycle, median of {n}", _ms(st["median_s"]), _ms(tg["steady_median_s"]["target"]),

@@ -178,19 +178,19 @@ def plan_diff_live(file: Path, master: str | None, token_file: Path | None, json
         shown = False
         if d.get("reclaims"):
             print_table(out, _table("reclaim (the holder keeps the slots until the deadline)",
-                                    ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "DEADLINE", "FOR", "REASON"),
+                                    ("ALLOCATION", "CONSUMER", "GROUP", "HOST", "SLOTS", "DEADLINE", "FOR", "REASON"),
                                     ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
                                       _when(r.get("deadline")), r.get("beneficiary", r.get("for")), r.get("reason"))
                                      for r in d["reclaims"])))
             shown = True
         if d.get("removed"):
             print_table(out, _table("remove at once (the new plan cannot hold them)",
-                                    ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS", "REASON"),
+                                    ("ALLOCATION", "CONSUMER", "GROUP", "HOST", "SLOTS", "REASON"),
                                     ((r.get("request"), r.get("consumer"), r.get("group"), r.get("host"), r.get("slots"),
                                       r.get("reason")) for r in d["removed"])))
             shown = True
         if d.get("grants"):
-            print_table(out, _table("grant", ("ALLOC", "CONSUMER", "GROUP", "HOST", "SLOTS"),
+            print_table(out, _table("grant", ("ALLOCATION", "CONSUMER", "GROUP", "HOST", "SLOTS"),
                                     ((g.get("request"), g.get("consumer"), g.get("group"), g.get("host"), g.get("slots"))
                                      for g in d["grants"])))
             shown = True
@@ -202,16 +202,17 @@ def plan_diff_live(file: Path, master: str | None, token_file: Path | None, json
 
 # --- consumers and resource groups -----------------------------------------------------
 
-_SHARE_COLUMNS = ("OWN", "SHARE", "ALLOC", "BORROWED", "LENT", "DEMAND", "SHORTFALL")
-_SHARE_FIELDS = ("owned", "deserved", "held", "borrowed", "lent", "demand", "shortfall")
-_SHARE_DROP = ("BORROWED", "SHORTFALL", "LENT", "OWN")  # left out first on a narrow terminal
+_SHARE_COLUMNS = ("OWNED", "DESERVED", "ALLOCATED", "BORROWED", "LENT", "DEMAND", "SHORTFALL")
+_SHARE_FIELDS = ("owned", "deserved", "allocated", "borrowed", "lent", "demand", "shortfall")
+_SHARE_DROP = ("BORROWED", "SHORTFALL", "LENT", "OWNED")  # left out first on a narrow terminal
 
 
 def _share_row(r: dict[str, Any]) -> list[Any]:
-    return [r.get(f) for f in _SHARE_FIELDS]
+    return [r.get(f, r.get("held")) if f == "allocated" else r.get(f) for f in _SHARE_FIELDS]
 
 
-consumer_app = typer.Typer(help="Consumers on the live master: what each owns, deserves, holds and wants.",
+consumer_app = typer.Typer(help="Consumers on the live master: what each owns, deserves, is allocated and "
+                           "wants.",
                            no_args_is_help=True)
 
 
@@ -229,8 +230,8 @@ def _any_gpus(hosts: list[dict[str, Any]]) -> bool:
 
 @consumer_app.command("list")
 def consumer_list(master: Master = None, token_file: TokenFile = None, json_out: JsonOut = False) -> None:
-    """Every consumer in every resource group (SHARE is what it deserves now, ALLOC what it holds;
-    where any host has GPUs, also the cores, memory and GPUs its held slots use)."""
+    """Every consumer in every resource group (DESERVED is what it deserves now, ALLOCATED what it
+    has; where any host has GPUs, also the cores, memory and GPUs its allocated slots use)."""
     gpus: list[bool] = []
 
     def call(api: Client) -> dict[str, Any]:
@@ -271,8 +272,8 @@ def rg(name: Annotated[str, typer.Argument(help="A resource group.")],
        watch: Annotated[bool, typer.Option("--watch", help="Redraw the table until Ctrl-C.")] = False,
        every: Annotated[float, typer.Option("--every", min=0.2, help="--watch: seconds between redraws.")] = 2.0,
        ) -> None:
-    """A resource group consumer by consumer, with EGO's columns: OWN, SHARE (deserved now),
-    ALLOC (held), BORROWED, LENT, DEMAND, SHORTFALL. ``--watch`` redraws it in place."""
+    """A resource group consumer by consumer, with EGO's columns: OWNED, DESERVED (now),
+    ALLOCATED, BORROWED, LENT, DEMAND, SHORTFALL. ``--watch`` redraws it in place."""
     def call(api: Client) -> dict[str, Any]:
         rows = [r for r in api.consumers() if r.get("group") == name]
         if not rows:
@@ -321,7 +322,7 @@ def _hosts_text(hosts: dict[str, int] | None) -> str:
 
 
 def _print_allocations(allocs: list[dict[str, Any]], title: str | None = None) -> None:
-    print_table(out, _table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "HELD", "RECLAIMING", "HOSTS"),
+    print_table(out, _table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "ALLOCATED", "RECLAIMING", "HOSTS"),
                             ([a.get("id"), a.get("client"), a.get("consumer"), ",".join(a.get("groups") or []) or "-",
                               a.get("min"), a.get("max"), a.get("held"),
                               sum(r.get("slots", 0) for r in a.get("reclaiming") or []), _hosts_text(a.get("hosts"))]
@@ -343,7 +344,7 @@ def alloc_view(id: Annotated[int, typer.Argument(help="The allocation id.")],
     def render(a: dict[str, Any]) -> None:
         _print_allocations([a], f"allocation {id}")
         if a.get("hosts"):
-            print_table(out, _table("held", ("HOST", "SLOTS"), sorted(a["hosts"].items())))
+            print_table(out, _table("allocated", ("HOST", "SLOTS"), sorted(a["hosts"].items())))
         if a.get("reclaiming"):
             print_table(out, _table("being reclaimed", ("HOST", "SLOTS", "DEADLINE", "FOR"),
                                     ((r.get("host"), r.get("slots"), _when(r.get("deadline")), r.get("for"))
@@ -482,7 +483,7 @@ def activity_list(alloc: Annotated[int | None, typer.Option("--alloc", help="Onl
     """Activities: who runs them (user, uid), state, slots, memory in use / limit and peak, CPU
     seconds, OOM, exit code or signal (a failed one: why)."""
     _run(master, token_file, json_out, lambda api: {"activities": api.activities(alloc, host=host, state=state)},
-         lambda v: print_table(out, _table(None, ("ID", "ALLOC", "HOST", "USER", "UID", "STATE", "SLOTS", "MEM/LIMIT",
+         lambda v: print_table(out, _table(None, ("ID", "ALLOCATION", "HOST", "USER", "UID", "STATE", "SLOTS", "MEM/LIMIT",
                                                   "PEAK", "CPU S", "OOM", "ARGV"),
                                            ([a.get("id"), a.get("allocation"), a.get("host"), a.get("user") or "-",
                                              "-" if a.get("uid") is None else a["uid"], _state(a), a.get("slots"),

@@ -9,9 +9,12 @@ from rich import box
 from rich.table import Table
 from apportion.cli.tables import print_table
 
-FIELDS = ("owns", "held", "owned", "borrowed", "shared", "lent", "deserved", "demand")
-HELP = ("owns = ownership in force; owned = owned slots in use; borrowed = lent by others; "
-        "shared = from share pools above; lent = own slots lent out")
+# the JSON group line's key -> its column, in the words of docs/policies.md's "Words"
+COLUMNS = {"planned_owned": "owned", "held": "allocated", "owned": "from-owned", "borrowed": "borrowed",
+           "shared": "shared", "lent": "lent", "deserved": "deserved", "demand": "demand"}
+FIELDS = tuple(COLUMNS.values())
+HELP = ("owned = ownership in force; allocated = slots it has now; from-owned = allocated slots of its own "
+        "ownership; borrowed = lent by others; shared = from share pools above; lent = own slots lent out")
 
 
 def _fmt_time(t: float) -> str:
@@ -42,9 +45,8 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
                     continue
                 depth = path.count("/") - 1
                 name = "  " * depth + path.rsplit("/", 1)[-1]
-                row = {**gl, "owns": gl.get("planned_owned", 0)}
-                t.add_row(name, *(str(row[f]) for f in FIELDS))
-            print_table(console, t, drop_first=("lent", "shared", "borrowed", "owned"))
+                t.add_row(name, *(str(gl.get(k, 0)) for k in COLUMNS))
+            print_table(console, t, drop_first=("lent", "shared", "borrowed", "from-owned"))
         for g, kg in snap.get("kinds", {}).items():
             kinds = list(kg["totals"])
             t = Table(title=f"resource group {g} by kind (of {_amounts(kg['totals'])})", title_justify="left",
@@ -59,7 +61,7 @@ def render_snapshots(console: Console, snaps: list[dict[str, Any]]) -> None:
         if snap["requests"]:
             t = Table(title="requests", title_justify="left")
             t.add_column("request")
-            t.add_column("held", justify="right")
+            t.add_column("allocated", justify="right")
             t.add_column("hosts")
             for rid, r in snap["requests"].items():
                 t.add_row(rid, str(r["held"]), " ".join(f"{h}:{n}" for h, n in r["hosts"].items()))

@@ -75,7 +75,7 @@ def render_result(console: Console, res: dict) -> None:
     if left_out:
         console.print(f"[yellow]left out:[/] {left_out}", highlight=False)
     t = Table(title="per consumer")
-    for col in ("consumer", "jobs", "never", "wait mean", "wait p95", "bsld mean", "bsld p95", "held", "deserved",
+    for col in ("consumer", "jobs", "never", "wait mean", "wait p95", "bsld mean", "bsld p95", "allocated", "deserved",
                 "shortfall", "starved", "reclaims", "evictions", "lost slot-h", "FTF"):
         t.add_column(col, justify="left" if col == "consumer" else "right")
     for path, c in res["consumers"].items():
@@ -133,6 +133,9 @@ def run_cmd(
                                        "times). Repeat for both."),
     sort: bool = typer.Option(False, "--sort", help="Read a trace that is not in submission order in that "
                               "order (an external sort in bounded memory; SWF, JSONL, Alibaba)."),
+    arrivals: float = typer.Option(1.0, "--arrivals", min=0.001, help="Jobs arrive N times as fast as the "
+                                   "trace has them (each submit time divided by N; sizes and run times as "
+                                   "written): the plan under a heavier load. Not for DUCC plans."),
     inflate: str | None = typer.Option(None, "--inflate", help="Also grow a GPU trace's workload to these "
                                        "percentages of the cluster's GPUs (10,20,...,100) and report the GPU "
                                        "allocation at each, as the FGD paper does (Alibaba GPU traces)."),
@@ -163,7 +166,7 @@ def run_cmd(
         tr = open_any(trace, kind, skip_bad, sort)
         with progress_bar(progress and not json_out, tr.info.jobs) as cb:
             run = simulate(plan, trace, map_file, kind=kind, skip_bad=skip_bad, tick=tick, host_slots=host_slots,
-                           on_progress=cb, trace=tr, baselines=tuple(baseline), sort=sort)
+                           on_progress=cb, trace=tr, baselines=tuple(baseline), sort=sort, arrivals=arrivals)
         if percents is not None:
             from apportion.simulate.inflate import inflate as run_inflate
             from apportion.simulate.inflate import read_gpu_trace

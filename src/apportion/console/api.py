@@ -86,7 +86,7 @@ async def summary(request: Request, c: Caller = Depends(user)) -> Any:
     allocs = [a for a in m.allocations.values() if p.may_see(a.consumer)]
     reclaims = [r for a in allocs for r in a.reclaiming.values()]
     out["allocations"] = len(allocs)
-    out["held"] = sum(a.held for a in allocs)
+    out["held"] = out["allocated"] = sum(a.held for a in allocs)
     out["asked"] = sum(a.max for a in allocs)
     out["reclaims"] = len(reclaims)
     out["reclaiming"] = sum(r.slots for r in reclaims)
@@ -101,7 +101,7 @@ async def summary(request: Request, c: Caller = Depends(user)) -> Any:
         shares = [sh for sh in m.shares.values()  # type: ignore[attr-defined]
                   if (j := m.jobs.get(sh.job)) is not None and p.may_see(f"/{j.user}")]  # type: ignore[attr-defined]
         out["processes"] = len(shares)  # DUCC's shares: its work's processes (and reservations' machines)
-        out["held"] = sum(sh.order for sh in shares)  # quanta those shares hold
+        out["held"] = out["allocated"] = sum(sh.order for sh in shares)  # quanta allocated to those shares
         return answer(out)
     out["demand"], out["shortfall"] = await _demand(request, m, p)
     return answer(out)

@@ -210,7 +210,7 @@ def ego_queue(m: Master, p: Principal, report: Any, now: float, limit: int = 500
             free_of[key] = _free_in(m, groups, set(a.blocked))[0]
         free = free_of[key]
         out.append({"kind": "allocation", "id": a.id, "consumer": a.consumer, "groups": list(groups),
-                    "min": a.min, "max": a.max, "held": a.held, "waiting": a.max - a.held,
+                    "min": a.min, "max": a.max, "held": a.held, "allocated": a.held, "waiting": a.max - a.held,
                     "since": a.created_at, "age": round(now - a.created_at, 1),
                     "position": position, "queue_length": len(queue), "free_in_groups": free,
                     "pending_reason": _why(m, a, groups, free, report.consumers, position or 0,

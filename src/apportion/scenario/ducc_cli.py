@@ -101,7 +101,7 @@ def render(console: Console, snaps: list[dict[str, Any]], machines_limit: int = 
                                    "stalled": ": what is left cannot be placed",
                                    "horizon": ": the horizon is reached, work left"}.get(snap.get("ended", ""), "")
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  caption="ord = quanta per process; count = processes How Much gives the job; held = on "
+                  caption="ord = quanta per process; count = processes How Much gives the job; allocated = on "
                           "machines, evicted ones included; going = evicted, not yet gone", caption_justify="left")
         jobs = snap["jobs"]
         widths = {"job": max([3, *map(len, jobs)]), "user": max([4, *(len(j["user"]) for j in jobs.values())]),
@@ -110,7 +110,7 @@ def render(console: Console, snaps: list[dict[str, Any]], machines_limit: int = 
                   "done": max([4, *(len(f"{j['done_items']}/{j['work_items']}") for j in jobs.values()
                                     if "work_items" in j)])}
         for col, just in (("job", "left"), ("user", "left"), ("class", "left"), ("ord", "right"),
-                          ("count", "right"), ("held", "right"), ("going", "right"), ("state", "left"),
+                          ("count", "right"), ("allocated", "right"), ("going", "right"), ("state", "left"),
                           ("done", "right")):
             t.add_column(col, justify=just, no_wrap=True, min_width=widths.get(col, len(col)))
         notes = []
@@ -128,7 +128,7 @@ def render(console: Console, snaps: list[dict[str, Any]], machines_limit: int = 
             console.print(note, soft_wrap=True, highlight=False, markup=False)
         if snap["classes"]:
             console.print("classes: " + "; ".join(
-                f"{c} {v['held']} held / {v['counted']} counted ({v['quanta']} quanta)"
+                f"{c} {v['held']} allocated / {v['counted']} counted ({v['quanta']} quanta)"
                 for c, v in snap["classes"].items()), soft_wrap=True, highlight=False)
         ms = snap["machines"]
         total = sum(m["order"] for m in ms.values())

@@ -71,10 +71,11 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_pla
     consumers = {}
     for path, line in rep.consumers.items():
         consumers[path] = {
-            "held": line.held,
+            "held": line.held, "allocated": line.held,
             "groups": {
                 g: {
                     "held": gl.held, "owned": gl.owned, "borrowed": gl.borrowed, "shared": gl.shared,
+                    "allocated": gl.held, "allocated_owned": gl.owned,
                     "lent": gl.lent, "deserved": gl.deserved, "demand": gl.demand,
                     "planned_owned": gl.planned_owned, "shortfall": gl.shortfall,
                     "owned_hosts": list(gl.owned_hosts),
@@ -83,7 +84,7 @@ def snapshot(engine: Engine, at: float, decided: list[Decisions], removed_by_pla
                 for g, gl in line.groups.items()
             },
         }
-    requests = {rid: {"held": sum(h.values()), "hosts": h} for rid, h in rep.requests.items()}
+    requests = {rid: {"held": sum(h.values()), "allocated": sum(h.values()), "hosts": h} for rid, h in rep.requests.items()}
     reclaiming = [
         {"request": r.request, "host": r.host, "slots": r.slots, "deadline": r.deadline, "for": r.beneficiary}
         for r in rep.reclaiming

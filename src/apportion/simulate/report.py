@@ -69,15 +69,15 @@ def plots(res: dict[str, Any], series: dict[str, Any]) -> dict[str, bytes]:
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, p in enumerate(top):
         c = colours[i % len(colours)]
-        ax.plot(days, series["held"].get(p, []), lw=1, color=c, label=f"{p} held")
+        ax.plot(days, series["held"].get(p, []), lw=1, color=c, label=f"{p} allocated")
         ax.plot(days, series["deserved"].get(p, []), lw=1, ls="--", color=c)
     rest = [p for p in series.get("held", {}) if p not in top]
     if rest and days:
         ax.plot(days, [sum(series["held"][p][k] for p in rest) for k in range(len(days))], lw=1, color="grey",
-                label=f"{len(rest)} others held")
+                label=f"{len(rest)} others allocated")
     ax.set_ylabel("slots (dashed: deserved)")
     ax.set_xlabel("days")
-    ax.set_title("Held against deserved")
+    ax.set_title("Allocated against deserved")
     ax.legend(fontsize=7, ncol=2, loc="upper right")
     out["held_vs_deserved"] = _png(fig)
 
@@ -97,7 +97,7 @@ def plots(res: dict[str, Any], series: dict[str, Any]) -> dict[str, bytes]:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 0.3 * len(names) + 1.2), sharey=True)
     y = list(range(len(names)))
     a1.barh(y, [cs[p]["shortfall_seconds"] / 3600 for p in names], label="below deserved, jobs waiting")
-    a1.barh(y, [cs[p].get("starved_seconds", 0) / 3600 for p in names], label="nothing held, jobs waiting")
+    a1.barh(y, [cs[p].get("starved_seconds", 0) / 3600 for p in names], label="nothing allocated, jobs waiting")
     a1.set_yticks(y, names, fontsize=7)
     a1.invert_yaxis()
     a1.set_xlabel("hours")
@@ -165,11 +165,11 @@ def _answers(res: dict[str, Any]) -> list[str]:
     starved = sorted(active, key=lambda p: -cs[p]["shortfall_seconds"])
     s = starved[0]
     if cs[s]["shortfall_seconds"] > 0:
-        out.append(f"<b>Who is starved:</b> {html.escape(s)} held less than it deserved while its jobs waited "
-                   f"for {duration(cs[s]['shortfall_seconds'])} in all, nothing at all for "
+        out.append(f"<b>Who is starved:</b> {html.escape(s)} was allocated less than it deserved while its jobs "
+                   f"waited for {duration(cs[s]['shortfall_seconds'])} in all, nothing at all for "
                    f"{duration(cs[s].get('starved_seconds', 0))}.")
     else:
-        out.append("<b>Who is starved:</b> nobody held less than it deserved while its jobs waited.")
+        out.append("<b>Who is starved:</b> nobody was allocated less than it deserved while its jobs waited.")
     out.append(f"<b>Reclaims and evictions:</b> {res['reclaims']:,} reclaims, {res['evictions']:,} evictions "
                f"({res['evictions'] / max(res['makespan'] / 3600, 1e-9):.2f} per hour), "
                f"{res['lost_slot_seconds'] / 3600:,.1f} slot-hours of work thrown away.")
@@ -214,7 +214,7 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
             f"plan {html.escape(str(res.get('plan', '')))}, trace {html.escape(str(res.get('trace', '')))}")
     head += baselines_html(res)
     table = _table(rows, ["consumer", "jobs", "never started", "wait mean", "wait p95", "bounded slowdown",
-                          "held (mean)",
+                          "allocated (mean)",
                           "deserved (mean)", "shortfall", "reclaims", "evictions", "slot-h lost",
                           "finish-time fairness"])
     style = ("body{font-family:sans-serif;margin:1.5em;max-width:1100px}table{border-collapse:collapse;"

@@ -38,7 +38,7 @@ from rich.table import Table
 from apportion.cli.tables import print_table
 
 SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
-OPTIONS = ("tick", "host_slots", "skip_bad", "kind", "sample", "sort")
+OPTIONS = ("tick", "host_slots", "skip_bad", "kind", "sample", "sort", "arrivals")
 
 
 class SweepError(ValueError):
@@ -137,6 +137,10 @@ def load_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
     opts = g.get("options") or {}
     if not isinstance(opts, dict) or set(opts) - set(OPTIONS):
         raise SweepError(f"{where('options')}: options: a mapping of {', '.join(OPTIONS)}")
+    arrivals = opts.get("arrivals", 1)
+    if isinstance(arrivals, bool) or not isinstance(arrivals, (int, float)) or not arrivals > 0:
+        raise SweepError(f"{where('options')}: options.arrivals: a number above 0 (2: jobs arrive twice as fast), "
+                         f"not {arrivals!r}")
     try:
         plan_data = load_document(plan).data
     except PlanError as e:
@@ -176,7 +180,7 @@ def run_variant(job: dict[str, Any]) -> dict[str, Any]:
     o = job["options"]
     run = simulate(job["plan"], job["trace"], job["map"], plan_data=job["plan_data"], series_points=1,
                    tick=o.get("tick"), host_slots=o.get("host_slots"), skip_bad=o.get("skip_bad", 0),
-                   kind=o.get("kind"), sort=bool(o.get("sort", False)),
+                   kind=o.get("kind"), sort=bool(o.get("sort", False)), arrivals=o.get("arrivals", 1),
                    **({"sample": o["sample"]} if "sample" in o else {}))
     return run.result
 

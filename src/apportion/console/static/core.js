@@ -76,7 +76,7 @@ export function elapsed(since, until) {
 export const HOST_STATES = {
   ok: "takes work",
   closed: "keeps its work, takes nothing new",
-  unreachable: "missed heartbeats: nothing new placed, its work held",
+  unreachable: "missed heartbeats: nothing new placed, its work kept",
   down: "declared lost: its work lost, its slots fenced",
   lost: "declared lost: its work lost, its slots fenced",
 };

@@ -58,7 +58,7 @@ const classes = {
   async render() {
     const list = (await api("/v1/classes")).classes;
     return `<h1>Classes</h1>${table([{ h: "class" }, { h: "policy" }, { h: "priority", n: 1 }, { h: "weight", n: 1 }, { h: "nodepool" },
-      { h: "jobs", n: 1 }, { h: "held", n: 1 }, { h: "deserved", n: 1 }],
+      { h: "jobs", n: 1 }, { h: "allocated", n: 1 }, { h: "deserved", n: 1 }],
       list.map((k) => `<tr data-class="${esc(k.name)}"><td>${esc(k.name)}</td><td>${esc(k.policy)}</td><td class="n">${k.priority}</td>
         <td class="n">${k.weight ?? ""}</td><td>${esc(k.nodepool)}</td><td class="n" data-k="jobs">${k.jobs}</td>
         <td class="n" data-k="held">${k.held}</td><td class="n" data-k="deserved">${k.deserved}</td></tr>`))}`;
@@ -101,7 +101,7 @@ const job = {
         ${j.max_processes ? ` · at most ${j.max_processes} processes` : ""}</p>
       ${j.reservations.length ? `<h2>Reserved</h2>${table([{ h: "share" }, { h: "host" }, { h: "quanta", n: 1 }], j.reservations.map((r) => `<tr><td>${r.share}</td><td>${esc(r.host)}</td><td class="n">${r.order}</td></tr>`))}` : ""}
       <h2>Processes</h2>${table([{ h: "activity" }, { h: "host" }, { h: "state" }, { h: "share" }, { h: "quanta", n: 1 }, { h: "initialized" },
-        { h: "items done", n: 1 }, { h: "items held" }, { h: "started" }, { h: "elapsed", n: 1 }, { h: "exit" }], procs, 'id="processes"')}
+        { h: "items done", n: 1 }, { h: "items in flight" }, { h: "started" }, { h: "elapsed", n: 1 }, { h: "exit" }], procs, 'id="processes"')}
       ${failed.length ? `<h2>Failed items</h2>${table([{ h: "item" }, { h: "error" }], failed.slice(0, 200).map((f) => `<tr data-failed="${esc(f.item ?? f.id ?? "")}"><td>${esc(f.item ?? f.id ?? "")}</td><td><pre>${esc(f.error ?? JSON.stringify(f))}</pre></td></tr>`))}` : ""}
       <h2>Output <span class="muted">(the tail the master keeps of each process)</span></h2>${tails || '<p class="muted">no output yet</p>'}`;
   },

@@ -61,8 +61,8 @@ const overview = {
       <div class="cards">
         ${card("up", "hosts up", s.up)}${card("down", "hosts down or lost", s.down)}${card("closed", "hosts closed", s.closed)}${card("unreachable", "hosts unreachable", s.unreachable ?? 0)}
         ${card("used", `${unit} used`, s.used)}${card("free", `${unit} free`, s.free)}${card("slots", `${unit} on hosts not lost`, s.slots)}
-        ${ducc ? card("processes", "processes (shares)", s.processes) + card("held", "quanta held", s.held)
-               : card("allocations", "allocations", s.allocations) + card("held", "slots held", s.held)}
+        ${ducc ? card("processes", "processes (shares)", s.processes) + card("held", "quanta allocated", s.held)
+               : card("allocations", "allocations", s.allocations) + card("held", "slots allocated", s.held)}
         ${ducc ? card("jobs_running", "jobs running", jobs.jobs_running || 0) + card("jobs_waiting", "jobs waiting", jobs.jobs_waiting || 0)
                : card("demand", "demand", s.demand) + card("shortfall", "shortfall", s.shortfall)}
         ${ducc ? "" : card("reclaims", "reclaims in flight", s.reclaims, s.reclaims ? ` <small>(${esc(s.reclaiming)} slots)</small>` : "")}
@@ -89,7 +89,7 @@ const consumers = {
     const rows = (await api("/v1/consumers")).consumers;
     const groups = {};
     for (const r of rows) (groups[r.group] ||= []).push(r);
-    const out = [`<h1>Consumers</h1><p class="muted">Bars: held (dark: owned, light: borrowed), the dashed outline
+    const out = [`<h1>Consumers</h1><p class="muted">Bars: allocated (dark: owned, light: borrowed), the dashed outline
       reaches the demand; | marks what it owns, ▼ what it deserves now.</p>`];
     for (const [g, list] of Object.entries(groups).sort()) {
       list.sort((a, b) => a.consumer.localeCompare(b.consumer));
@@ -104,7 +104,7 @@ const consumers = {
           <td class="muted" data-k="pending">${esc(why)}</td></tr>`;
       });
       out.push(`<h2>Resource group ${esc(g)}</h2>` + table([{ h: "consumer" }, { h: "" }, { h: "owned", n: 1 }, { h: "deserved", n: 1 },
-        { h: "held", n: 1 }, { h: "borrowed", n: 1 }, { h: "lent", n: 1 }, { h: "demand", n: 1 }, { h: "shortfall", n: 1 },
+        { h: "allocated", n: 1 }, { h: "borrowed", n: 1 }, { h: "lent", n: 1 }, { h: "demand", n: 1 }, { h: "shortfall", n: 1 },
         { h: "pending reason" }], body, 'class="tree"'));
     }
     return out.join("");
@@ -159,8 +159,8 @@ const hosts = {
         · <span data-k="total">${m.total}</span> hosts, page ${page + 1} of ${pages} ${page > 0 ? link(page - 1, "‹") : ""} ${page + 1 < pages ? link(page + 1, "›") : ""}</form>
       ${stateLegend()}
       ${view === "table" ? table([{ h: "host" }, { h: "state" }, { h: `${unit} used`, n: 1 }, { h: unit, n: 1 }, { h: "memory GB", n: 1 },
-        { h: "held most by" }, { h: "activities", n: 1 }], rows, 'id="hosttable"')
-        : `<div class="legend">held most by: ${legend}<span><i style="background:#e6e9ef"></i>nobody</span></div><div class="tiles" id="tiles">${tiles}</div>`}`;
+        { h: "allocated most to" }, { h: "activities", n: 1 }], rows, 'id="hosttable"')
+        : `<div class="legend">allocated most to: ${legend}<span><i style="background:#e6e9ef"></i>nobody</span></div><div class="tiles" id="tiles">${tiles}</div>`}`;
   },
   after(el) {
     const f = el.querySelector("#hostsearch");
@@ -206,7 +206,7 @@ const host = {
       : table([{ h: "allocation" }, { h: "consumer" }, { h: "slots", n: 1 }, { h: "being reclaimed", n: 1 }],
         h.held.map((x) => `<tr data-held="${x.allocation}"><td><a href="#/allocation/${x.allocation}">${x.allocation}</a></td><td>${esc(x.consumer)}</td>
           <td class="n">${x.slots}</td><td class="n">${x.reclaiming || ""}</td></tr>`))
-        + (h.others ? `<p class="muted">${h.others} more slots held by consumers outside this token's scope.</p>` : "");
+        + (h.others ? `<p class="muted">${h.others} more slots allocated to consumers outside this token's scope.</p>` : "");
     const list = got.activities.sort((a, b) => b.id - a.id);
     return `<h1>Host ${esc(h.name)} ${stateChip(h.state)}</h1>
       ${session.admin ? `<div class="toolbar">${closed ? action("Open", "POST", `/v1/hosts/${h.name}/open`, `Open host ${h.name}?`, "")
@@ -241,7 +241,7 @@ const queue = {
       <p class="muted">${ducc ? "Jobs, reservations and services waiting for a process, or holding fewer than they deserve now; the reason is the scheduler's own. Position: among the waiting work of its class, by submission."
         : "Allocations holding less than their max. Position: among its consumer's waiting requests, in the order the engine serves them. The reason is counted from what the master published."}</p>
       ${table([{ h: "what" }, { h: "consumer" }, { h: ducc ? "class" : "groups" },
-        ...(ducc ? [{ h: "processes", n: 1 }, { h: "deserved", n: 1 }] : [{ h: "held", n: 1 }, { h: "min", n: 1 }, { h: "max", n: 1 }]),
+        ...(ducc ? [{ h: "processes", n: 1 }, { h: "deserved", n: 1 }] : [{ h: "allocated", n: 1 }, { h: "min", n: 1 }, { h: "max", n: 1 }]),
         { h: "since" }, { h: "waiting for", n: 1 }, { h: "position", n: 1 }, { h: "why it waits" }, { h: "planned start" }], rows, 'id="queue"')}
       ${q.total > q.waiting.length ? `<p class="muted">the oldest ${q.waiting.length} of <span data-k="queue-total">${q.total}</span></p>` : ""}`;
   },
@@ -268,7 +268,7 @@ const allocations = {
         <label><input type="checkbox" name="reclaiming" ${route.params.get("reclaiming") ? "checked" : ""}> reclaims only</label>
         <button>Filter</button></form>
       ${p.html}${table([{ h: "id" }, { h: "client" }, { h: "consumer" }, { h: "groups" }, { h: "min", n: 1 }, { h: "max", n: 1 },
-        { h: "held", n: 1 }, { h: "hosts" }, { h: "reclaiming (countdown)" }, { h: "" }], rows)}`;
+        { h: "allocated", n: 1 }, { h: "hosts" }, { h: "reclaiming (countdown)" }, { h: "" }], rows)}`;
   },
   after(el) { filterForm(el, "allocations"); },
 };
@@ -290,7 +290,7 @@ const allocation = {
     const a = await api(`/v1/allocations/${encodeURIComponent(route.id)}`);
     const w = a.held < a.max ? (await api(`/v1/queue?allocation=${a.id}`)).waiting[0] : null;
     return `<h1>Allocation ${a.id} <span class="muted">${esc(a.consumer)}</span></h1>
-      <div class="cards">${card("held", "held", a.held)}${card("min", "min", a.min)}${card("max", "max", a.max)}</div>
+      <div class="cards">${card("held", "allocated", a.held)}${card("min", "min", a.min)}${card("max", "max", a.max)}</div>
       ${w ? `<p data-waiting="${a.id}">It has waited ${elapsed(w.since)} for ${w.max - w.held} more slot${w.max - w.held === 1 ? "" : "s"}
         (position ${w.position ?? "?"} of ${w.queue_length} in ${esc(w.consumer)}'s queue): <span data-k="reason" class="reason">${esc(w.pending_reason)}</span>
         <a href="#/queue">the queue</a></p>` : ""}

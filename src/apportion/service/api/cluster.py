@@ -96,7 +96,8 @@ async def consumers(c: Caller = Depends(user)) -> dict[str, Any]:
             continue
         for g, gl in line.groups.items():
             out.append({"consumer": path, "group": g, "owned": gl.planned_owned, "held": gl.held,
-                        "held_owned": gl.owned, "borrowed": gl.borrowed, "lent": gl.lent, "shared": gl.shared,
+                        "held_owned": gl.owned, "allocated": gl.held, "allocated_owned": gl.owned,
+                        "borrowed": gl.borrowed, "lent": gl.lent, "shared": gl.shared,
                         "deserved": gl.deserved, "demand": gl.demand, "shortfall": gl.shortfall,
                         **kinds.consumer_json(used.get((path, g)))})
     return {"consumers": out}
