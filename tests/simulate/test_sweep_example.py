@@ -28,7 +28,7 @@ def test_the_example_says_what_it_shows_and_runs_faster_than_the_trace() -> None
     assert "half idle" in comment and "the same figures" in comment  # why it needs arrivals
     assert "Jain's index from 0.94 to 0.84" in comment  # what it shows (checked by the slow test below)
     spec = load_grid(EXAMPLE)
-    assert spec["options"]["arrivals"] > 1
+    assert spec["options"]["arrivals"] > 1 and spec["options"]["first"] == 4000
     names = [v["name"] for v in spec["variants"]]
     assert len(names) == 5 and len(set(names)) == 5
 
@@ -36,8 +36,11 @@ def test_the_example_says_what_it_shows_and_runs_faster_than_the_trace() -> None
 def test_arrivals_must_be_a_positive_number(tmp_path: Path) -> None:
     bad = tmp_path / "g.yaml"
     bad.write_text(EXAMPLE.read_text().replace("plan: ", f"plan: {EXAMPLE.parent}/", 1)
-                   .replace("map: ", f"map: {EXAMPLE.parent}/", 1).replace("{arrivals: 1.5}", "{arrivals: -1}"))
+                   .replace("map: ", f"map: {EXAMPLE.parent}/", 1).replace("arrivals: 1.5", "arrivals: -1"))
     with pytest.raises(SweepError, match="options.arrivals: a number above 0"):
+        load_grid(bad)
+    bad.write_text(bad.read_text().replace("arrivals: -1", "arrivals: 1.5").replace("first: 4000", "first: 0"))
+    with pytest.raises(SweepError, match="options.first: a whole number of jobs above 0"):
         load_grid(bad)
 
 
@@ -73,30 +76,18 @@ def test_arrivals_divides_each_submit_time(tmp_path: Path) -> None:
     assert max(c["wait"]["max"] for c in fast["consumers"].values()) > 0
     assert fast["makespan"] < plain["makespan"]
     assert fast["jobs"] == plain["jobs"] == 20
-
-
-def _first_jobs(n: int, out: Path) -> Path:
-    """The NASA trace's header and first ``n`` jobs (about three weeks for 4,000)."""
-    kept, jobs = [], 0
-    with gzip.open(NASA, "rt") as f:
-        for line in f:
-            if not line.startswith(";"):
-                jobs += 1
-                if jobs > n:
-                    break
-            kept.append(line)
-    out.write_bytes(gzip.compress("".join(kept).encode(), mtime=0))
-    return out
+    first = run("--first", "5")  # only the trace's first 5 jobs
+    assert first["jobs"] == 5 and first["first"] == 5 and "first" not in plain
 
 
 @pytest.mark.slow  # four replays of 4,000 NASA jobs under contention: about a minute of CPU
 @pytest.mark.skipif(not NASA.is_file(), reason="needs ../shared/traces beside the repository (not here)")
-def test_the_sweeps_variants_give_different_figures(tmp_path: Path) -> None:
+def test_the_sweeps_variants_give_different_figures() -> None:
     """The grid's four variants over the trace's first 4,000 jobs, as the example sets them: each
     variant's per-consumer waits differ from every other's, and raising /Others' ratio from 1 to 4
     moves Jain's index as the example's comment says (0.94 -> 0.84, measured on 2 cores)."""
     spec = load_grid(EXAMPLE)
-    spec["trace"] = str(_first_jobs(4000, tmp_path / "nasa-4000.swf.gz"))
+    assert spec["options"]["first"] == 4000
     spec["variants"] = spec["variants"][:4]  # the grid (the fifth, "nobody owns", changes ownership)
     res = run_sweep(spec, workers=2)
     figures = {r["name"]: tuple(round(c["wait"]["mean"]) for _, c in sorted(r["result"]["consumers"].items()))

@@ -136,6 +136,8 @@ def run_cmd(
     arrivals: float = typer.Option(1.0, "--arrivals", min=0.001, help="Jobs arrive N times as fast as the "
                                    "trace has them (each submit time divided by N; sizes and run times as "
                                    "written): the plan under a heavier load. Not for DUCC plans."),
+    first: int | None = typer.Option(None, "--first", min=1, help="Replay only the trace's first N jobs "
+                                     "(in the order it is read). Not for DUCC plans."),
     inflate: str | None = typer.Option(None, "--inflate", help="Also grow a GPU trace's workload to these "
                                        "percentages of the cluster's GPUs (10,20,...,100) and report the GPU "
                                        "allocation at each, as the FGD paper does (Alibaba GPU traces)."),
@@ -166,7 +168,8 @@ def run_cmd(
         tr = open_any(trace, kind, skip_bad, sort)
         with progress_bar(progress and not json_out, tr.info.jobs) as cb:
             run = simulate(plan, trace, map_file, kind=kind, skip_bad=skip_bad, tick=tick, host_slots=host_slots,
-                           on_progress=cb, trace=tr, baselines=tuple(baseline), sort=sort, arrivals=arrivals)
+                           on_progress=cb, trace=tr, baselines=tuple(baseline), sort=sort, arrivals=arrivals,
+                           first=first)
         if percents is not None:
             from apportion.simulate.inflate import inflate as run_inflate
             from apportion.simulate.inflate import read_gpu_trace

@@ -10,6 +10,7 @@ the same slots (``simulate.baselines``) for the figures' ``baselines``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -40,8 +41,11 @@ def _resolver(plan, mapping_path: str | os.PathLike[str] | None):
                           "(apportion simulate map TRACE --by group writes one)")
 
 
-def _arriving(jobs: Iterable[TraceJob], arrivals: float) -> Iterable[TraceJob]:
-    """``jobs`` arriving ``arrivals`` times as fast: each submit time divided by it."""
+def _arriving(jobs: Iterable[TraceJob], arrivals: float, first: int | None = None) -> Iterable[TraceJob]:
+    """``jobs`` arriving ``arrivals`` times as fast (each submit time divided by it); only
+    the ``first`` ones where given."""
+    if first is not None:
+        jobs = itertools.islice(jobs, first)
     if arrivals == 1:
         return jobs
     return (dataclasses.replace(j, submit=j.submit / arrivals) for j in jobs)
@@ -57,7 +61,7 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
              plan_data: dict[str, Any] | None = None, series_points: int = 400,
              on_progress: Callable[[Progress], None] | None = None, trace: Trace | None = None,
              on_replay: Callable[[Replay], None] | None = None, baselines: tuple[str, ...] = (),
-             sort: bool = False, arrivals: float = 1) -> SimRun:
+             sort: bool = False, arrivals: float = 1, first: int | None = None) -> SimRun:
     """Replay ``trace_path`` under the plan at ``plan_path`` (or ``plan_data``, that
     plan's data changed, for sweeps). PlanError, BadLine and SimulationError are the
     user's mistakes and say where. ``on_replay`` sees the EGO replay before it runs
@@ -65,7 +69,8 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
     replayed after the plan, each on the trace read again; ``sort``: the trace is read in
     submission order whatever its own (``traces.sort``); ``arrivals``: jobs arrive that many
     times as fast (each submit time divided by it; their sizes and run times as written), to
-    ask what the plan does under a heavier load than the trace's."""
+    ask what the plan does under a heavier load than the trace's; ``first``: only the trace's
+    first that many jobs (in the order it is read)."""
     from apportion.plan.positions import load_document
 
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -73,9 +78,11 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
     data = plan_data if plan_data is not None else load_document(plan_path).data
     if not arrivals > 0:
         raise SimulationError(f"arrivals {arrivals!r}: a number above 0")
+    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 1):
+        raise SimulationError(f"first {first!r}: a whole number of jobs above 0")
     if is_ducc_plan(data):
-        if arrivals != 1:
-            raise SimulationError("arrivals: a DUCC plan's work is replayed as the trace has it")
+        if arrivals != 1 or first is not None:
+            raise SimulationError("arrivals, first: a DUCC plan's work is replayed as the trace has it")
         if baselines:
             raise SimulationError("--baseline replays rigid jobs; a DUCC plan's work is elastic")
         from apportion.simulate.ducc import ducc_simulate
@@ -87,7 +94,7 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
 
         plan, _ = load_sim_plan(plan_path, tr.info, host_slots, data=plan_data)
         resolve = _resolver(plan, map_path)
-        r = Replay(plan, iter_jobs(_arriving(tr.jobs(), arrivals)), resolve, tick=tick or DEFAULT_TICK,
+        r = Replay(plan, iter_jobs(_arriving(tr.jobs(), arrivals, first)), resolve, tick=tick or DEFAULT_TICK,
                    sample=sample, on_progress=on_progress)
         if on_replay is not None:
             on_replay(r)
@@ -100,7 +107,7 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
             run.result["baselines"] = {}
             for name in dict.fromkeys(baselines):
                 b0 = time.process_time()
-                b = baseline(name, plan, iter_jobs(_arriving(tr.jobs(), arrivals)), resolve)
+                b = baseline(name, plan, iter_jobs(_arriving(tr.jobs(), arrivals, first)), resolve)
                 b.result["cpu_seconds"] = time.process_time() - b0
                 run.result["baselines"][name] = b.result
     res = run.result
@@ -112,6 +119,8 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
     res["map"] = os.fspath(map_path) if map_path is not None else None
     if arrivals != 1:
         res["arrivals"] = arrivals
+    if first is not None:
+        res["first"] = first
     res["skipped_lines"] = tr.skips.skipped
     res["skipped_first"] = [str(e) for e in tr.skips.first]
     res["wall_seconds"] = time.perf_counter() - wall0

@@ -38,7 +38,7 @@ from rich.table import Table
 from apportion.cli.tables import print_table
 
 SEGMENT = re.compile(r"([^.\[\]]+)|\[([^\]]*)\]")
-OPTIONS = ("tick", "host_slots", "skip_bad", "kind", "sample", "sort", "arrivals")
+OPTIONS = ("tick", "host_slots", "skip_bad", "kind", "sample", "sort", "arrivals", "first")
 
 
 class SweepError(ValueError):
@@ -141,6 +141,10 @@ def load_grid(path: str | os.PathLike[str]) -> dict[str, Any]:
     if isinstance(arrivals, bool) or not isinstance(arrivals, (int, float)) or not arrivals > 0:
         raise SweepError(f"{where('options')}: options.arrivals: a number above 0 (2: jobs arrive twice as fast), "
                          f"not {arrivals!r}")
+    first = opts.get("first")
+    if first is not None and (isinstance(first, bool) or not isinstance(first, int) or first < 1):
+        raise SweepError(f"{where('options')}: options.first: a whole number of jobs above 0 (the trace's first "
+                         f"jobs only), not {first!r}")
     try:
         plan_data = load_document(plan).data
     except PlanError as e:
@@ -181,6 +185,7 @@ def run_variant(job: dict[str, Any]) -> dict[str, Any]:
     run = simulate(job["plan"], job["trace"], job["map"], plan_data=job["plan_data"], series_points=1,
                    tick=o.get("tick"), host_slots=o.get("host_slots"), skip_bad=o.get("skip_bad", 0),
                    kind=o.get("kind"), sort=bool(o.get("sort", False)), arrivals=o.get("arrivals", 1),
+                   first=o.get("first"),
                    **({"sample": o["sample"]} if "sample" in o else {}))
     return run.result
 
