@@ -268,12 +268,22 @@ def absorbs(c, rs: RequestState) -> bool:
 
 
 def after_cycle(c) -> None:
-    """Note when work with a walltime started: its end is what planned starts are made of."""
+    """Note when work with a walltime started: its end is what planned starts are made
+    of. The next cycle may then decide more with nothing else changed (``Decisions.again``):
+    when such work started while a reservation still waits (its planned start is made
+    of ends known from the next cycle on), or a reservation's request started while
+    other wide rigid requests wait (one of them has the reservation next)."""
     s = c.s
     if not s.rigid:
         return
     started = s.started
+    new_end = False
     for rid in c.granted_now:
         rs = s.requests.get(rid)
         if rs is not None and rs.spec.walltime is not None and rid not in started and rs.held >= max(rs.min, 1):
             started[rid] = c.now
+            new_end = True
+    if new_end and s.reservations:
+        c.d.again = True
+    elif any(rs.held >= rs.min for rs in c.reserved.values()):
+        c.d.again = any(rs.held < rs.min and rs.held < rs.max and rs.min > rs.spec.order for rs in s.rigid.values())
