@@ -127,6 +127,27 @@ def test_the_planned_start_is_the_end_of_the_work_that_frees_enough():
     assert (r.request, r.kept, r.planned_start) == ("b", {"h1": 2}, 80.0)
 
 
+def test_a_cycle_says_when_the_next_may_decide_more_with_nothing_else_changed():
+    # a (6, walltime 100) and b (8) come together: the cycle starts a, and b's planned
+    # start is made of a's end only from the next cycle on; the engine says so
+    # (Decisions.again), and that next cycle gives b its reservation, planned at 100,
+    # and asks for no other
+    plan = make_plan({"/A": {"share_ratio": 1}}, hosts=1, slots=8)
+    e = Engine(plan)
+    e.submit(Request("a", "/A", max=6, min=6, seq=1, walltime=100.0))
+    e.submit(Request("b", "/A", max=8, min=8, seq=2, walltime=100.0))
+    d = e.cycle(0.0)
+    assert [g.request for g in d.grants] == ["a"] and d.again
+    d = e.cycle(1.0)
+    assert not d.grants and not d.again
+    [r] = e.reservations()
+    assert (r.request, r.planned_start) == ("b", 100.0)
+    assert e.reservations() == e.report().reservations
+    # nothing with a walltime started and no reservation was taken up: no other cycle
+    e.submit(Request("c", "/A", max=2, min=2, seq=3))
+    assert not e.cycle(2.0).again
+
+
 def test_a_request_that_can_never_fit_has_no_reservation():
     s = _two_on_one_host().req("a", "/A", 4).req("b", "/B", 9, min=9).settle()
     assert s.e.report().reservations == []
