@@ -208,6 +208,34 @@ def test_restart_adopts_live_processes_and_reports_gone_ones(tmp_path: Path) -> 
         second.close(kill=True)
 
 
+@pytest.mark.parametrize("level", ["auto", "process-group"])
+def test_a_process_the_state_file_never_listed_is_adopted_not_forgotten(tmp_path: Path, level: str) -> None:
+    """An agent SIGKILLed after it started a process and before it wrote that down: the next
+    agent finds the process (by its cgroup, or by its tag without cgroups) and lists it running,
+    so that the master keeps its slots fenced and can stop it."""
+    work = tmp_path / "work"
+    first = ProcessRunner(work, containment=level)
+    second = None
+    try:
+        start(first, 5, IGNORES_TERM, allocation=41, slots=2)
+        ready(first, 5)
+        pid = first.entries[5].pid
+        statefile.save(work, {})  # the file as it was before the start
+        second = ProcessRunner(work, containment=level)
+        assert second.known() == [{"id": 5, "state": "running", "pid": pid}]
+        e = second.entries[5]
+        assert (e.allocation, e.uid, e.box) == (41, first.entries[5].uid, first.entries[5].box)
+        assert statefile.load(work)[5].pid == pid  # written down at once: a third agent knows it too
+        second.stop(5, kill_grace=0.2)  # the master does not know it: it says stop
+        end = ended(second, 5)
+        assert (end["state"], end["signal"]) == ("killed", signal.SIGKILL)
+        first.live[5].proc.wait(timeout=5)
+    finally:
+        first.close(kill=True)
+        if second is not None:
+            second.close(kill=True)
+
+
 def test_a_reused_pid_is_not_adopted(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -17,8 +17,9 @@ import time
 
 import psutil
 
-from tests.service.live import CLI, events, granted, host_state, reap, running, start_agent, start_master, \
-    wait_until
+from apportion.agent import statefile
+from tests.service.live import CLI, events, granted, host_state, reachable_workdir, reap, running, start_agent, \
+    start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -102,12 +103,7 @@ def test_a_host_back_from_loss_grants_nothing_while_its_old_processes_live(tmp_p
     agent = start_agent(m, "h1", tmp_path / "h1", slots=2)
     try:
         with m.http() as c:
-            wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
-            a, aid = granted(c, "appA", "/A", 2, group="all")
-            act = c.post(f"/v1/allocations/{aid}/activities",
-                         json={"host": "h1", "argv": STUBBORN, "slots": 2}).json()["id"]
-            wait_until(lambda: len(processes_of(act)) == 5, 20, "5 processes of the activity")
-
+            aid, act = stubborn_on_h1(m, c)
             agent.kill(signal.SIGKILL)
             wait_until(lambda: host_state(m, "h1") == "unreachable", 20, "h1 unreachable")
             assert c.get(f"/v1/activities/{act}").json()["state"] == "running"
@@ -124,22 +120,65 @@ def test_a_host_back_from_loss_grants_nothing_while_its_old_processes_live(tmp_p
             bid = c.post("/v1/allocations", json={"client": b, "consumer": "/B", "group": "all", "max": 2}).json()["id"]
 
             agent = start_agent(m, "h1", tmp_path / "h1", slots=2)  # back: it adopts the 5 processes
-            fenced_while_alive = 0
-            deadline = time.monotonic() + 30
-            while True:
-                assert time.monotonic() < deadline, "nobody granted h1's slots after its old processes went"
-                h = host(c, "h1")
-                held = c.get(f"/v1/allocations/{aid}").json()["held"] + c.get(f"/v1/allocations/{bid}").json()["held"]
-                alive = processes_of(act)  # read after the grants: alive now, alive when granted
-                if held or h["used"]:
-                    assert not alive, f"h1's slots granted while {len(alive)} old processes run: {h}"
-                    break
-                if alive and h["state"] == "ok":
-                    fenced_while_alive += 1
-                    assert h["fenced"] == 2 and h["free"] == 0, h
-                time.sleep(0.02)
-            assert fenced_while_alive, "the old processes were gone before the host was back"
-            assert host(c, "h1")["fenced"] == 0
+            granted_only_once_gone(c, act, [aid, bid])
+    finally:
+        agent.kill()
+        m.proc.kill()
+        reap()
+
+
+def stubborn_on_h1(m, c) -> tuple[int, int]:
+    """/A holds h1's 2 slots and runs STUBBORN there; -> (allocation, activity)."""
+    wait_until(lambda: host_state(m, "h1") == "ok", 20, "h1 up")
+    _, aid = granted(c, "appA", "/A", 2, group="all")
+    act = c.post(f"/v1/allocations/{aid}/activities", json={"host": "h1", "argv": STUBBORN, "slots": 2}).json()["id"]
+    wait_until(lambda: len(processes_of(act)) == 5, 20, "5 processes of the activity")
+    return aid, act
+
+
+def granted_only_once_gone(c, act: int, aids: list[int]) -> None:
+    """h1 (2 slots) is back while activity ``act``'s old processes live: nothing of it is granted
+    to any of ``aids`` until they are gone, and then it is."""
+    fenced_while_alive = 0
+    deadline = time.monotonic() + 30
+    while True:
+        assert time.monotonic() < deadline, "nobody granted h1's slots after its old processes went"
+        h = host(c, "h1")
+        held = sum(c.get(f"/v1/allocations/{x}").json()["held"] for x in aids)
+        alive = processes_of(act)  # read after the grants: alive now, alive when granted
+        if held or h["used"]:
+            assert not alive, f"h1's slots granted while {len(alive)} old processes run: {h}"
+            break
+        if alive and h["state"] == "ok":
+            fenced_while_alive += 1
+            assert h["fenced"] == 2 and h["free"] == 0, h
+        time.sleep(0.02)
+    assert fenced_while_alive, "the old processes were gone before the host was back"
+    assert host(c, "h1")["fenced"] == 0
+
+
+def test_a_start_the_agent_never_wrote_down_stays_fenced_through_loss(tmp_path):
+    """The agent is SIGKILLed after starting an activity and before writing it in its state file,
+    and stays away past ``--host-lost-after``; the tenant gives the allocation up meanwhile. The
+    agent that comes back does not find the activity in its file: it finds its processes by their
+    tag (no cgroups here, as on hosts without them), lists them, and the master keeps the slots
+    fenced until they are gone."""
+    m = start_master(tmp_path / "m", PLAN, extra=["--host-lost-after", "2"])
+    bare = ["--containment", "process-group"]
+    agent = start_agent(m, "h1", tmp_path / "h1", slots=2, extra=bare)
+    try:
+        with m.http() as c:
+            aid, act = stubborn_on_h1(m, c)
+            agent.kill(signal.SIGKILL)
+            statefile.save(reachable_workdir(tmp_path / "h1"), {})  # as it was before the start
+            wait_until(lambda: host_state(m, "h1") == "down", 20, "h1 down")
+            assert c.delete(f"/v1/allocations/{aid}").status_code in (200, 204)
+            assert host(c, "h1")["fenced"] == 2
+            b = c.post("/v1/clients", json={"name": "appB", "consumer": "/B"}).json()["id"]
+            bid = c.post("/v1/allocations", json={"client": b, "consumer": "/B", "group": "all", "max": 2}).json()["id"]
+            agent = start_agent(m, "h1", tmp_path / "h1", slots=2, extra=bare)
+            granted_only_once_gone(c, act, [bid])
+            assert "the state file did not list it" in agent.output()
     finally:
         agent.kill()
         m.proc.kill()

@@ -41,8 +41,10 @@ from pathlib import Path
 
 from apportion.agent import statefile, tails, users
 from apportion.agent.containment import Box, Containment, Limits, choose
+from apportion.agent.containment.base import Stray
 from apportion.agent.containment.alien import alien_pids, system_uids
 from apportion.agent.containment.procgroup import ProcessGroup
+from apportion.agent.containment.procstat import environ_value, owner
 from apportion.agent.disk import DiskWatch
 from apportion.agent.dynamic import DynamicUsers
 from apportion.agent.environment import SAFE_PATH, clean_env
@@ -148,9 +150,34 @@ class ProcessRunner:
                 e.state, e.exit_code, e.signal = "exited", None, None
                 box.remove()
                 log.info("activity %d: pid %d is gone", aid, e.pid)
-        self.containment.sweep({live.box.key for live in self.live.values()})
+        known = {live.box.key for live in self.live.values()}
+        for stray in self.containment.strays(known):
+            if stray.activity not in self.entries:  # one the file says ended goes with the sweep
+                self._adopt_stray(stray)
+                known.add(stray.key)
+        self.containment.sweep(known)
         self._orphans()
         self._save()
+
+    def _adopt_stray(self, stray: Stray) -> None:
+        """Processes of an activity the state file does not list: the agent stopped after it
+        started them and before it wrote that down. They are adopted as running, so that the
+        host lists them: the master, which may have declared them lost, keeps their slots
+        fenced until they are gone, and says stop if it does not know them any more."""
+        pid = stray.pid
+        alloc = environ_value(pid, "APPORTION_ALLOCATION") or ""
+        slots = environ_value(pid, "APPORTION_SLOTS") or ""
+        uid = owner(pid)
+        box = self.containment.adopt(stray.activity, stray.key, pid)
+        disk = None if self.disk_per_slot is None else self.disk_per_slot * max(1, int(slots) if slots.isdigit() else 1)
+        self.entries[stray.activity] = Entry(
+            allocation=int(alloc) if alloc.isdigit() else None, pid=pid, create_time=process_create_time(pid) or 0.0,
+            state="running", box=f"{self.containment.level}/{stray.key}", user=users.account_name(uid), uid=uid,
+            limits=dict(box.applied()), disk=disk)
+        self.live[stray.activity] = _Live(proc=None, box=box)
+        self._watch_disk(stray.activity, disk)
+        log.warning("activity %d: pid %d runs here but the state file did not list it (the agent stopped "
+                    "before it recorded the start): adopted", stray.activity, pid)
 
     def _adopt(self, aid: int, e: Entry, pid: int) -> Box:
         level, _, key = (e.box or "").partition("/")

@@ -4,7 +4,10 @@ One JSON object in WORKDIR/state.json, written whole to a temporary file and ren
 old one, so a crash of the agent leaves either the old file or the new one. It is not synced to
 disk: what it describes are processes, and a crash of the host that could lose the file's last
 write ends them too. A file that cannot be read (a host crash mid-write) is set aside and the
-agent starts with none: what still runs in its containment is then found and stopped.
+agent starts with none. What still runs in its containment for an activity the file does not
+list (that, or an agent stopped between starting a process and writing it here) is then found
+by its cgroup or its tag and adopted as running: the host lists it, and the master stops it if
+it does not know it, keeping its slots fenced until it is gone.
 
 Beside the activities, "removals" holds when each forgotten activity's directory is due to go
 (Unix time): the retention outlives an agent restart.

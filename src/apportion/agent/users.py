@@ -92,6 +92,16 @@ def parse_names(text: str, flag: str) -> frozenset[str]:
     return names
 
 
+def account_name(uid: int | None) -> str | None:
+    """The name of ``uid``: its passwd entry's, or a dynamic user's (no entry)."""
+    if uid is None:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return name_of(uid)
+
+
 def dynamic_identity(uid: int, home: str = "/") -> RunAs:
     """A dynamic user: no passwd entry, its primary group the gid of the same number, no other group."""
     return RunAs(name=name_of(uid), uid=uid, gid=uid, groups=(uid,), home=home, dynamic=True)

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from apportion.agent.containment.procstat import read_stat
+
 log = logging.getLogger("apportion.agent")
 LEVELS = ("cgroup-v2", "cgroup-v1", "process-group")
 
@@ -194,6 +196,36 @@ class CgroupBox(Box):
                     log.warning("cannot remove cgroup %s: %s", d, e.strerror)
 
 
+@dataclass(frozen=True)
+class Stray:
+    """Processes of activity ``activity`` found in box ``key``; ``pid``: the oldest of them."""
+    activity: int
+    key: str
+    pid: int
+
+
+def oldest(pids: Iterable[int]) -> int:
+    """Of ``pids``, the one that started first (0: none readable): an adopted box's leader."""
+    best, when = 0, None
+    for pid in pids:
+        st = read_stat(pid)
+        if st is not None and not st.zombie and (when is None or st.start < when):
+            best, when = pid, st.start
+    return best
+
+
+def cgroup_strays(boxes: Iterable[CgroupBox], known: set[str]) -> list[Stray]:
+    """The cgroup levels' strays: activity cgroups (``aN``) no known box owns, with processes."""
+    out = []
+    for box in boxes:
+        if box.key in known or not box.key[1:].isdigit():
+            continue
+        pid = oldest(box.procs())
+        if pid:
+            out.append(Stray(int(box.key[1:]), box.key, pid))
+    return out
+
+
 class Containment(ABC):
     level: str
 
@@ -213,6 +245,12 @@ class Containment(ABC):
         for b in boxes:
             out |= b.procs()
         return out
+
+    def strays(self, known: set[str]) -> list[Stray]:
+        """At start, before ``sweep``: activities whose processes run here in no known box, as an
+        agent stopped between starting a process and recording it leaves them. The runner adopts
+        them, so that its host lists what runs there and the master keeps their slots fenced."""
+        return []
 
     def sweep(self, known: set[str]) -> None:
         """At start: kill and remove what is in the subtree but belongs to no known box."""

@@ -19,8 +19,9 @@ import logging
 import time
 from pathlib import Path
 
-from apportion.agent.containment.base import (CgroupBox, Containment, ContainmentUnavailable, Limits, Usage, keyed,
-                                              kill_until_empty, pids_in, read_int, read_text, write)
+from apportion.agent.containment.base import (CgroupBox, Containment, ContainmentUnavailable, Limits, Stray, Usage,
+                                              cgroup_strays, keyed, kill_until_empty, pids_in, read_int,
+                                              read_text, write)
 from apportion.agent.containment.procstat import cpu_ticks_of, ticks_per_second
 
 log = logging.getLogger("apportion.agent")
@@ -96,6 +97,9 @@ class CgroupV1(Containment):
         names = {d.name for root in self.roots.values() if root.is_dir() for d in root.iterdir()
                  if d.is_dir() and d.name.startswith("a")}
         return [V1Box(self, -1, name) for name in sorted(names)]
+
+    def strays(self, known: set[str]) -> list[Stray]:
+        return cgroup_strays(self.boxes(), known)
 
     def sweep(self, known: set[str]) -> None:
         for box in self.boxes():

@@ -21,8 +21,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from apportion.agent.containment.base import (CgroupBox, Containment, ContainmentUnavailable, Limits, Usage, keyed,
-                                              kill_until_empty, pids_in, read_int, read_text, write)
+from apportion.agent.containment.base import (CgroupBox, Containment, ContainmentUnavailable, Limits, Stray, Usage,
+                                              cgroup_strays, keyed, kill_until_empty, pids_in, read_int,
+                                              read_text, write)
 from apportion.agent.containment.cgroup_v1 import CFS_PERIOD_US, FREEZE_WAIT, subtree_name
 
 log = logging.getLogger("apportion.agent")
@@ -96,6 +97,9 @@ class CgroupV2(Containment):
         """A box for each activity cgroup in the subtree."""
         return [V2Box(self, -1, d.name) for d in sorted(self.root.iterdir()) if self.root.is_dir()
                 and d.is_dir() and d.name.startswith("a") and d.name != "agent"]
+
+    def strays(self, known: set[str]) -> list[Stray]:
+        return cgroup_strays(self.boxes(), known)
 
     def sweep(self, known: set[str]) -> None:
         for box in self.boxes():

@@ -16,7 +16,7 @@ import signal
 import time
 from collections.abc import Iterable
 
-from apportion.agent.containment.base import Box, Containment, Limits, Usage, kill_all
+from apportion.agent.containment.base import Box, Containment, Limits, Stray, Usage, kill_all
 from apportion.agent.containment.procstat import (Stat, all_pids, environ_value, page_size, read_stat,
                                                   ticks_per_second)
 
@@ -41,6 +41,22 @@ class ProcessGroup(Containment):
         if pid > 0:
             box.started(pid)
         return box
+
+    def strays(self, known: set[str]) -> list[Stray]:
+        """Processes carrying this agent's tag for an activity no known box has (the tag survives
+        ``setsid`` and the agent's own death), the oldest of each activity first seen."""
+        mine = f"{self.agent_id}:"
+        found: dict[str, tuple[int, int]] = {}  # tag -> (start, pid) of its oldest process
+        for pid in all_pids():
+            st = read_stat(pid)
+            if st is None or st.zombie:
+                continue
+            tag = environ_value(pid, TAG_VAR)
+            if tag is None or not tag.startswith(mine) or tag in known or not tag[len(mine):].isdigit():
+                continue
+            if tag not in found or st.start < found[tag][0]:
+                found[tag] = (st.start, pid)
+        return [Stray(int(tag[len(mine):]), tag, pid) for tag, (_, pid) in sorted(found.items())]
 
     def refresh(self, boxes: Iterable[Box], force: bool = False) -> None:
         now = time.monotonic()

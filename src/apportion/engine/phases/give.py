@@ -1,0 +1,206 @@
+"""What every serving phase of a cycle gives with: the room a leaf has under its
+max, giving a request slots from a source (``_give``) and placing them on hosts
+(``_place``), or holding them back for a request that stays below its min
+(``_hold_back``, ``_materialise``); and the walk that serves leaves, request by
+request in arrival order, group by group (``_serve``, ``_walk``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from apportion.engine.decisions import Grant
+from apportion.engine.model import Request
+from apportion.engine.phases.base import HELD, INF, CyclePart
+from apportion.engine.phases.view import GroupView
+from apportion.engine.placement import choose_among, choose_hosts
+from apportion.engine.state import OWN, RequestState
+
+
+class Giving(CyclePart):
+    """Giving, placing and holding back slots, and the serving walk; ``Cycle`` inherits them."""
+
+    def _below_max(self, leaf: str, g: str, v: GroupView) -> int | float:
+        """How many more slots the leaf may hold under the max of it and its ancestors
+        (unbounded without one)."""
+        chain = v.gp.max_chain[leaf]
+        if not chain:
+            return INF
+        st = self.s.subtree_held[g]
+        return min(mx - st.get(p, 0) for p, mx in chain)
+
+    def _headroom(self, leaf: str, g: str, v: GroupView) -> int:
+        """What the leaf still wants, as far as a max lets it grow."""
+        return min(self.want.get(leaf, 0), self._below_max(leaf, g, v))
+
+    def _max_room(self, leaf: str, g: str, v: GroupView) -> int | float:
+        """Room under the max, counting what is already being reclaimed for the leaf."""
+        room = self._below_max(leaf, g, v)
+        if room != INF:
+            u = self.s.usage_in[g].get(leaf)
+            if u is not None and u.incoming:
+                room -= u.incoming_total
+        return room
+
+    def _give(self, rs: RequestState, g: str, n: int, source: str) -> int:
+        """Place up to ``n`` slots of ``rs`` in ``g`` from ``source``; returns slots placed."""
+        req: Request = rs.spec
+        if n >= self.want.get(req.consumer, 0):
+            self.sensitive.add(req.consumer)  # what it wants may be what bounds n
+        unmet = rs.max - rs.held
+        inst = min(n, unmet) // req.order
+        if inst <= 0:
+            if n > 0 and unmet >= req.order:
+                self._note_stuck(req.consumer, g)  # room for less than one instance
+            return 0
+        placed = 0
+        wanted = inst * req.order
+        s = self.s
+        hosts, group = s.hosts, s.groups[g]
+        place = self._place
+        if self.hold_back and self._hold_back_ok and source[0] == "p" and not req.exclusive \
+                and not s.in_use and self._stays_below_min(rs, wanted):
+            # a request still below its min after this grant: unless a later one this
+            # cycle takes it there, phase 8 takes back whatever it is given. What it is
+            # given still counts until then (it keeps those slots from the leaves served
+            # after it), so it is counted, and made into allocations and grants only if
+            # such a later grant comes (_materialise)
+            place = self._hold_back
+        owned_hosts = self.views[g].gp.owned_hosts
+        if owned_hosts:
+            # owned hosts first: the consumer's own for its own slots, the lender's for
+            # lent ones, the parent's for its private pool's
+            mine = owned_hosts.get(req.consumer if source == OWN else source[5:], ())
+            if mine:
+                placed = place(rs, g, choose_among(hosts, group, req, req.consumer, inst, mine), source)
+                inst -= placed // req.order
+        if inst > 0:
+            placed += place(rs, g, choose_hosts(hosts, group, req, req.consumer, inst), source)
+        if placed:
+            self.want[req.consumer] -= placed
+        if placed < wanted:
+            self._note_stuck(req.consumer, g)  # on the books, but no host may take it
+        return placed
+
+    def _stays_below_min(self, rs: RequestState, wanted: int) -> bool:
+        """Whether ``rs`` stays below its min after ``wanted`` more slots, or could not
+        reach it even with every open slot of its groups: what it is given then is held
+        back (``_hold_back``)."""
+        return rs.held + wanted < rs.min or rs.held + sum(self.s.groups[x].open_free for x in rs.groups) < rs.min
+
+    def _place(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+        if not picks:
+            return 0
+        req = rs.spec
+        if req.id in self.held_back:
+            self._materialise(rs)  # what it was given earlier comes first, as it came
+        placed = 0
+        add, grants = self.s.add, self.d.grants
+        mine = self.granted_now.setdefault(req.id, [])
+        for host, slots in picks:
+            mine.append(add(rs, g, host, slots, source))
+            grants.append(Grant(req.id, req.consumer, g, host, slots, source))
+            placed += slots
+        return placed
+
+    def _hold_back(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+        """``_place`` for a request phase 8 will take back (``_give``): every count that
+        ``ClusterState.add`` moves and a later phase reads (the request's and the
+        leaf's, the pool's, the hosts'), moved alike; allocation ids are used up alike.
+        Only a share pool's slots in the pool and surplus phases come here: phase 6
+        reclaims only from leaves above what they may keep, and no grant of those
+        phases takes a leaf there; ``_mark`` checks it (``_held_back_keys``)."""
+        if not picks:
+            return 0
+        s = self.s
+        leaf = rs.spec.consumer
+        mine = self.held_back.setdefault(rs.spec.id, [])
+        grants = self.d.grants
+        placed = 0
+        for host, slots in picks:
+            aid = s.use_id()
+            s.take_on_host(host, leaf, slots)
+            mine.append((g, host, slots, source, aid, len(grants)))
+            grants.append(HELD)  # its place among the grants, should it become one
+            placed += slots
+        s.count_held(rs, g, source, placed)
+        self._held_back_keys.add((leaf, g, source))
+        return placed
+
+    def _materialise(self, rs: RequestState) -> None:
+        """A request given slots held back (``_hold_back``) is given more by a grant that
+        may take it to its min: what it was given becomes allocations and grants now,
+        each with the id and the place among the grants it was given then, and in the
+        books' order by id (all that came to them since has larger ids), as if made
+        then. Nothing between read what differs: no phase marks slots held back."""
+        s = self.s
+        leaf = rs.spec.consumer
+        mine = self.granted_now.setdefault(rs.spec.id, [])
+        for g, host, slots, source, aid, at in self.held_back.pop(rs.spec.id):
+            self._unhold(rs, g, host, slots, source)
+            mine.append(s.add_as(aid, rs, g, host, slots, source))
+            self.d.grants[at] = Grant(rs.spec.id, leaf, g, host, slots, source)
+
+    def _unhold(self, rs: RequestState, g: str, host: str, slots: int, source: str) -> None:
+        """Slots held back for ``rs`` (``_hold_back``) no longer counted: what phase 8
+        does to them, and ``_materialise`` before making them an allocation."""
+        self.s.count_held(rs, g, source, -slots)
+        self.s.give_on_host(host, rs.spec.consumer, slots)
+
+    def _note_stuck(self, leaf: str, g: str) -> None:
+        """The leaf had room in ``g`` but could not place anything: it must not hold
+        up the surplus for others (``_pool_has_deficit``), and reclaiming for it is
+        futile until something outside the engine changes (``ClusterState.epoch``)."""
+        self.stuck.add((leaf, g))
+        self.s.futile[(leaf, g)] = self.s.futile_at = self.s.epoch
+
+    def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
+               serve: Callable[[str, RequestState, str, GroupView], None],
+               groups: Callable[[str], Iterable[str]] | None = None,
+               first: Callable[[str], bool] | None = None) -> None:
+        """For each leaf: the groups where ``room`` says there is something to be had
+        (among ``groups(leaf)`` if given: those a phase knows it can serve at all);
+        then its open requests in arrival order, each request's groups in its order,
+        until the leaf wants nothing more or no group has room left. ``first(leaf)``,
+        if given, may serve the leaf itself, exactly as this would (True: done)."""
+        views, want, unmet_in = self.views, self.want, self.s.unmet_in
+        every = self.s.group_names
+        for leaf in leaves:
+            if want.get(leaf, 0) <= 0:
+                continue
+            if first is not None and first(leaf):
+                continue
+            open_groups = {g for g in (every if groups is None else groups(leaf))
+                           if unmet_in[g].get(leaf, 0) > 0 and leaf in views[g].settings
+                           and room(leaf, g, views[g])}
+            if open_groups:
+                self._walk(leaf, 0, open_groups, room, serve)
+
+    def _walk(self, leaf: str, i: int, open_groups: set[str], room: Callable[[str, str, GroupView], bool],
+              serve: Callable[[str, RequestState, str, GroupView], None]) -> None:
+        """``_serve`` for one leaf, from the ``i``-th request that still wants slots on."""
+        views, want = self.views, self.want
+        # those that still want slots, in arrival order (held in full: nothing to serve),
+        # walked by position and only as far as needed (a long queue is not copied): while
+        # serving, a request can only leave the book (served in full), never join it
+        book = self.s.wanting_of.get(leaf)
+        while book is not None and i < len(book):
+            rs = book.peekitem(i)[1]
+            for g in rs.groups:
+                if g in open_groups:
+                    serve(leaf, rs, g, views[g])
+                    if want[leaf] <= 0:
+                        break  # served: whether room is left no longer matters
+                    if not room(leaf, g, views[g]):
+                        open_groups.discard(g)
+            if rs.held < rs.max:
+                i += 1  # still in the book; a request served in full left it, the next took its place
+            if want[leaf] <= 0 or not open_groups:
+                break
+        else:
+            self.sensitive.add(leaf)  # every request looked at: a new one would be too
+
+    def _wanting(self, among) -> list[str]:
+        """The leaves of ``among`` that still want slots, in serving order."""
+        idx = self.s.consumers
+        return sorted((x for x in among if self.want.get(x, 0) > 0),
+                      key=lambda p: (p not in self.first, idx[p].index))

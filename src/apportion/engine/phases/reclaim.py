@@ -1,0 +1,333 @@
+"""Reclaims: marking slots for reclaim, newest first (``_mark``); phase 5, the owner
+takes its lent slots back, worst-ranked borrower first; phase 6, share-pool reclaim
+for fairness, the most over-share first (share_pool_reclaim); and after the phases,
+a pool that shrank takes back its excess."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+
+from apportion.engine.decisions import Reclaim
+from apportion.engine.index import UNSET, rank_key
+from apportion.engine.model import ROOT, Request
+from apportion.engine.phases.base import CyclePart
+from apportion.engine.phases.view import GroupView
+from apportion.engine.rigid import ReclaimGuard
+from apportion.engine.state import PendingReclaim, RequestState, lent_source, pool_source
+
+
+class Reclaims(CyclePart):
+    """Phases 5 and 6, ``_mark`` and the victims, the shrinking pools; ``Cycle`` inherits them."""
+
+    def _mark(self, victim_leaf: str, g: str, src: str, n: int, beneficiary: str, grace: float,
+              reason: str, req: Request | None = None, fair: bool = False) -> int:
+        """Mark up to ``n`` slots that ``victim_leaf`` holds from ``src`` for reclaim,
+        newest allocations first (they have done the least work). With ``req`` (what
+        the slots are for), only slots the request could use once freed: on hosts
+        matching its requirement where a whole instance would fit. ``fair`` (a reclaim
+        for fairness): work started through a reservation is spared (engine/reserve.py)."""
+        # slots held back (_hold_back) are never reclaimed: nothing marks a leaf's pool
+        # slots before the surplus phase but for being above what it may keep there
+        assert (victim_leaf, g, src) not in self._held_back_keys, "a reclaim of slots held back"
+        # newest first: the index keeps allocations in the order they came to the source
+        index = self.s.by_source.get((victim_leaf, g, src))
+        if not index:
+            return 0
+        hosts = self.s.hosts
+        plan: list[tuple] = []
+        left = n
+        spare = self.s.protected if fair and self.s.protected else None
+        # newest first, lazily: the index keeps allocations in the order they came
+        if req is None or req.order == 1:
+            check = req is not None
+            for a in reversed(index.values()):
+                if left <= 0:
+                    break
+                if a.reclaim is not None or (spare is not None and a.request in spare):
+                    continue
+                if check:
+                    h = hosts[a.host]
+                    if not h.takes_work or (req.requirement is not None and not req.requirement(h.host)):
+                        continue
+                take = min(a.slots, left)
+                plan.append((a, take))
+                left -= take
+        else:
+            # per host, whole instances of the request: free slots there count,
+            # so only what is missing for an instance is taken. Most victims hold
+            # too little on any one host for that: one look at their hosts says so
+            order = req.order
+            have_on = self.s.source_hosts[(victim_leaf, g, src)]
+            # the hosts where freeing the victim's slots completes an instance that
+            # the free slots alone do not: the only ones it can give anything on
+            # (with none free a host needs two or more of the victim's slots)
+            useful = set()
+            look = self.s.with_free.intersection(have_on)
+            multi = self.s.source_multi.get((victim_leaf, g, src))
+            if multi:
+                look |= multi
+            for host in look:
+                h = hosts[host]
+                free = h.free
+                if (free + have_on[host]) // order * order > free:
+                    if h.takes_work and (req.requirement is None or req.requirement(h.host)):
+                        useful.add(host)
+            if not useful:
+                return 0
+            by_host: dict[str, list] = {}
+            for a in reversed(index.values()):  # newest first; hosts in the order met
+                if a.host in useful and (spare is None or a.request not in spare):
+                    by_host.setdefault(a.host, []).append(a)
+            for host, lst in by_host.items():
+                if left <= 0:
+                    break
+                free = hosts[host].free
+                have = have_on[host] if spare is None else sum(a.slots for a in lst)
+                inst = min((free + have) // order, (free + left) // order)
+                need = max(0, inst * order - free)
+                for a in lst:
+                    if need <= 0:
+                        break
+                    take = min(a.slots, need)
+                    plan.append((a, take))
+                    need -= take
+                    left -= take
+        marked = 0
+        deadline = self.now + grace
+        ex = self._excess_cache.get((g, src[5:])) if src.startswith("pool:") else None
+        for a, take in plan:
+            a = self.s.mark(a, take, PendingReclaim(deadline, beneficiary, reason))
+            if ex is not None and victim_leaf in ex:
+                ex[victim_leaf] -= take
+            self.d.reclaims.append(Reclaim(a.request, a.consumer, g, a.host, take, deadline, beneficiary, reason))
+            marked += take
+        return marked
+
+    # -- 5. the owner takes its lent slots back --------------------------------
+    def _reclaim_lent(self) -> None:
+        def room(leaf: str, g: str, v: GroupView) -> bool:
+            # a lender at its max could not use what it took back: lent slots it
+            # reclaimed would only go idle and be lent out again, for ever
+            u = self.s.usage_in[g].get(leaf)
+            return bool(u and u.lent) and not self.s.is_futile(leaf, g) and self._max_room(leaf, g, v) > 0
+
+        def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+            # every other means first (EGO's owning and borrowing documentation): idle share-pool slots, beyond its share
+            if v.settings[leaf].share_ratio > 0:
+                for owner in v.gp.draws_from[leaf]:
+                    n = min(self._pool_idle(g, v, owner), self._headroom(leaf, g, v))
+                    if n > 0 and not self._pool_has_deficit(v, owner):
+                        self._give(rs, g, n, pool_source(owner))
+            self._take_back_lent(leaf, rs, g, v)
+
+        lending = {leaf for g, v in self.views.items() for leaf in v.gp.lenders
+                   if leaf in self.s.usage_in[g] and self.s.usage_in[g][leaf].lent}
+        self._serve(self._wanting(lending), room, serve)
+
+    def _take_back_lent(self, leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
+        """The owner reclaims slots it lent, worst-ranked borrower first, with the
+        shorter of the two graces (the lender's grace is enforced)."""
+        lu = self.s.use(leaf, g)
+        lgrace = v.settings[leaf].grace
+        src = lent_source(leaf)
+        victims = sorted(lu.lent, key=lambda b: rank_key(v.settings[b], v.gp.index[b]), reverse=True)
+        for b in victims:
+            n = min(self.want.get(leaf, 0), rs.unmet, self._max_room(leaf, g, v))
+            if n >= self.want.get(leaf, 0):
+                self.sensitive.add(leaf)
+            n -= n % rs.spec.order  # whole instances only
+            if n <= 0:
+                break
+            got = self._mark(b, g, src, n, leaf, min(v.settings[b].grace, lgrace),
+                             "owner reclaims lent slots", rs.spec)
+            self.want[leaf] -= got
+
+    # -- 6. share-pool reclaim for fairness ------------------------------------
+    def _reclaim_pool(self) -> None:
+        parent_mode = self.policy.share_enforcement.value == "parent"
+        for quotas in self._quota_passes():
+            self._excess_cache = {}
+            self._victim_lists = {}
+            # (victim, group, source) -> smallest instance it could not free this pass:
+            # marks free nothing within a phase, so a larger one will not fit either
+            self._no_fit: dict[tuple[str, str, str], int] = {}
+
+            short_in = self._short_pools(quotas, idle_only=False)
+
+            def room(leaf: str, g: str, v: GroupView, quotas=quotas) -> bool:
+                if self._headroom(leaf, g, v) <= 0 or self.s.is_futile(leaf, g):
+                    return False
+                return self._room_in(leaf, g, v, quotas(v), short_in[leaf].get(g, ()), idle_only=False)
+
+            def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
+                q = quotas(v)
+                guard = None
+                if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
+                    guard = ReclaimGuard.open(self, rs, g, v, q, short_in[leaf].get(g, ()), parent_mode)
+                    if guard is None:
+                        return
+                self._reclaim_pool_for(leaf, rs, g, v, q, short_in, parent_mode)
+                if guard is not None:
+                    guard.close()
+
+            if short_in:
+                self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
+
+    def _reclaim_pool_for(self, leaf: str, rs: RequestState, g: str, v: GroupView,
+                          q: dict[str, dict[str, int]], short_in: dict, parent_mode: bool) -> None:
+        """Phase 6 for one request of ``leaf`` in ``g``: the most over-share first."""
+        for owner in short_in[leaf].get(g, ()):
+            deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
+            if deficit >= self.want.get(leaf, 0):
+                self.sensitive.add(leaf)
+            deficit -= deficit % rs.spec.order  # whole instances only
+            if deficit <= 0:
+                continue
+            src = pool_source(owner)
+            order = rs.spec.order
+            plain = rs.spec.requirement is None
+            # victims that cannot free an instance that large are passed over
+            no_fit = (self._no_fit, g, order) if plain else None
+            for victim, excess in self._victims(v, owner, leaf, parent_mode, no_fit):
+                key = (victim, g, src)
+                got = self._mark(victim, g, src, min(deficit, excess), leaf, v.settings[victim].grace,
+                                 "share-pool reclaim for fairness", rs.spec, fair=True)
+                if got == 0 and plain:
+                    self._no_fit[key] = min(order, self._no_fit.get(key, UNSET))
+                deficit -= got
+                self.want[leaf] -= got
+                if deficit <= 0:
+                    break
+
+    def _protected(self, v: GroupView, owner: str, leaf: str) -> int:
+        """What a leaf may keep from a pool without being over its share."""
+        keep = v.deserved_pool.get(owner, {}).get(leaf, 0)
+        if self.policy.base_quota:
+            keep = max(keep, v.static_pool.get(owner, {}).get(leaf, 0))
+        return keep
+
+    def _excess(self, v: GroupView, owner: str) -> dict[str, int]:
+        """Each leaf's holding of ``owner``'s pool above (or below, negative) what it may
+        keep; computed once a phase and kept current as slots are marked (``_mark``).
+        Leaf enforcement reads only the excess of leaves that hold some of the pool
+        (victims), so there the others are left out; parent enforcement sums every
+        leaf's, shortfalls included, per branch."""
+        key = (v.name, owner)
+        ex = self._excess_cache.get(key)
+        if ex is None:
+            src = pool_source(owner)
+            usage = self.s.usage_in[v.name]
+            deserved = v.deserved_pool.get(owner, {})
+            static = v.static_pool.get(owner, {}) if self.policy.base_quota else None
+            every = self.policy.share_enforcement.value == "parent"
+            ex = {}
+            if owner == ROOT and not every:
+                # the public pool lies above every leaf: only those with books here can hold some
+                pairs = usage.items()
+            else:
+                pairs = ((leaf, usage.get(leaf)) for leaf in v.leaves_under.get(owner, ()))
+            for leaf, u in pairs:  # u.free_of(src) - _protected, inlined
+                held = u.pools.get(owner, 0) if u is not None else 0
+                if not held and not every:
+                    continue
+                keep = deserved.get(leaf, 0)
+                if static is not None:
+                    keep = max(keep, static.get(leaf, 0))
+                e = (held - (u.marked.get(src, 0) if u.marked else 0) if held else 0) - keep
+                if e != 0:
+                    ex[leaf] = e
+            self._excess_cache[key] = ex
+        return ex
+
+    def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool,
+                 no_fit: tuple[dict, str, int] | None = None) -> Iterator[tuple[str, int]]:
+        """Leaves to reclaim ``owner``'s pool slots from, the most over-share first
+        (ties: worse rank, then later in the plan), each with what it may give.
+        ``no_fit`` = (the phase's no-fit book, group, instance size): victims known
+        not to free an instance that large are passed over (the book is read as the
+        walk goes, so a victim found wanting just now is skipped for the rest)."""
+        if not parent_mode:
+            return self._victims_leaf_mode(v, owner, beneficiary, no_fit)
+        ranked = self._victims_parent_mode(v, owner, beneficiary)
+        if no_fit is None:
+            return iter(ranked)
+        book, g, order = no_fit
+        src = pool_source(owner)
+        return ((leaf, e) for leaf, e in ranked if book.get((leaf, g, src), UNSET) > order)
+
+    def _victims_leaf_mode(self, v: GroupView, owner: str, beneficiary: str,
+                           no_fit: tuple[dict, str, int] | None = None) -> Iterator[tuple[str, int]]:
+        """One list per pool for the whole phase, sorted by (most excess, worst rank,
+        plan order) and corrected lazily: marks only lower the excess of a victim just
+        yielded, which is moved back when it is next met, so no run re-sorts every leaf.
+        ``no_fit``: as for ``_victims``."""
+        ex = self._excess(v, owner)
+        key = (v.name, owner)
+        lst = self._victim_lists.get(key)
+        if lst is None:
+            worst = v.gp.victim_order
+            lst = sorted((-e, worst[leaf], leaf) for leaf, e in ex.items() if e > 0)
+            self._victim_lists[key] = lst
+        if no_fit is not None:
+            book, g, order = no_fit
+            src = pool_source(owner)
+        i = 0
+        while i < len(lst):
+            neg, rk, leaf = lst[i]
+            cur = ex.get(leaf, 0)
+            if cur != -neg:  # lowered since it was placed: it moves further down
+                del lst[i]
+                if cur > 0:
+                    bisect.insort(lst, (-cur, rk, leaf))
+                continue
+            i += 1
+            if leaf == beneficiary or (no_fit is not None and book.get((leaf, g, src), UNSET) <= order) \
+                    or leaf in self.keeping:
+                continue
+            yield leaf, cur
+
+    def _victims_parent_mode(self, v: GroupView, owner: str, beneficiary: str) -> list[tuple[str, int]]:
+        ex = self._excess(v, owner)
+        excess = {leaf: e for leaf, e in ex.items() if e > 0 and leaf != beneficiary and leaf not in self.keeping}
+        if excess:
+            # a branch gives back only what its own leaves do not deserve
+            mine = set(self.s.ancestors.get(beneficiary, ()))
+            node_excess: dict[str, int] = {}
+            for leaf, e in ex.items():
+                for p in self.s.ancestors[leaf]:
+                    node_excess[p] = node_excess.get(p, 0) + e
+            for leaf in list(excess):
+                for p in self.s.ancestors[leaf]:
+                    if p in mine or p == owner:
+                        break
+                    excess[leaf] = min(excess[leaf], node_excess.get(p, 0))
+                if excess[leaf] <= 0:
+                    del excess[leaf]
+        worst = v.gp.victim_order
+        return sorted(excess.items(), key=lambda kv: (-kv[1], worst[kv[0]]))
+
+    # -- after the phases: shrinking pools -------------------------------------
+    def _reclaim_overused_pools(self) -> None:
+        """A pool that shrank (hosts down, ownership honoured elsewhere) takes back its
+        excess from the most over-share holders."""
+        self._excess_cache = {}
+        self._victim_lists = {}
+        for g, v in self.views.items():
+            for owner, size in v.pool_size.items():
+                used = self.s.pool_used[g].get(owner, 0)
+                if used <= size:
+                    continue
+                src = pool_source(owner)
+                books = self.s.usage_in[g]
+                marked = sum(books[leaf].marked.get(src, 0) for leaf in v.leaves_under.get(owner, ())
+                             if leaf in books)
+                over = used - marked - size
+                if over <= 0:
+                    continue
+                for victim, excess in self._victims(v, owner, "", False):
+                    got = self._mark(victim, g, src, min(over, excess), src, v.settings[victim].grace,
+                                     "share pool shrank")
+                    over -= got
+                    if over <= 0:
+                        break
