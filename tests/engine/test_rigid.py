@@ -168,6 +168,28 @@ def test_work_that_ends_before_the_planned_start_is_backfilled():
     assert held["short"] == {"h1": 2} and held["late"] == {}
 
 
+def test_backfilled_work_runs_to_its_end_and_no_older_work_is_reclaimed_in_its_place():
+    """A, B, C of ratio 1 on 14 slots. a1 (A, 6) and p1 (B, 6) run; c (C, 7) waits with
+    the reservation, 2 slots kept, planned at 100. x (A, 2, walltime 30) is backfilled on
+    them at 20: A now holds 8. At 30 p1 ends early: 6 idle, and 1 reclaimed from A would
+    start c at once. That reclaim would end x, started because it does not delay c, or,
+    x spared, end a1 (A's older job of 6): nothing is reclaimed, x runs to its end, and c
+    starts when it does (its planned start is x's end)."""
+    plan = make_plan({p: {"share_ratio": 1, "grace": 30.0} for p in ("/A", "/B", "/C")}, hosts=1, slots=14)
+    s = Sim(plan).req("a1", "/A", 6, min=6, walltime=100.0).req("p1", "/B", 6, min=6, walltime=100.0).settle()
+    s.at(10).req("c", "/C", 7, min=7, walltime=100.0).settle()
+    assert [(r.request, r.planned_start) for r in s.e.report().reservations] == [("c", 100.0)]
+    s.at(20).req("x", "/A", 2, min=2, walltime=30.0).settle()
+    assert s.e.report().requests["x"] == {"h1": 2}
+    s.e.release("p1")
+    s.at(30).settle()
+    assert s.reclaims() == [] and [x for d in s.log for x in d.removals] == []
+    assert [(r.request, r.planned_start) for r in s.e.report().reservations] == [("c", 50.0)]
+    s.e.release("x")
+    s.at(50).settle()
+    assert s.e.report().requests["c"] == {"h1": 7} and s.e.report().requests["a1"] == {"h1": 6}
+
+
 def test_work_that_ends_later_may_use_the_extra_slots():
     # EASY's extra nodes: b needs 5; at a's end (100) 8 are free, 3 beyond b's 5: a
     # job of 2 that runs past 100 may start now on the 3 idle slots without delaying b

@@ -129,6 +129,24 @@ class ReclaimGuard:
         c.want[self.leaf] = self.want
 
 
+def protected_held(s, g: str, src: str) -> dict[str, int]:
+    """Leaf -> the slots of ``g`` from ``src`` that its protected work holds (work
+    started beyond its share through a reservation, or backfilled: it runs to its end)
+    and that no reclaim is taking. A reclaim for fairness spares that work, so it does
+    not count in how far its consumer is over its share either: else the consumer's
+    other, older work would be reclaimed in its place."""
+    out: dict[str, int] = {}
+    requests = s.requests
+    for rid in s.protected:
+        rs = requests.get(rid)
+        if rs is None:
+            continue
+        for a in rs.allocs.values():
+            if a.group == g and a.source == src and a.reclaim is None:
+                out[a.consumer] = out.get(a.consumer, 0) + a.slots
+    return out
+
+
 def pool_idle(c, leaf: str, g: str) -> list[tuple[str, int]]:
     """(pool owner, idle slots) of the pools ``leaf`` draws from in ``g``, nearest first."""
     v = c.views[g]
