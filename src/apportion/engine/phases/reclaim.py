@@ -150,6 +150,7 @@ class Reclaims(CyclePart):
         for quotas in self._quota_passes():
             self._excess_cache = {}
             self._victim_lists = {}
+            self.could_cache = {}
             # (victim, group, source) -> smallest instance it could not free this pass:
             # marks free nothing within a phase, so a larger one will not fit either
             self._no_fit: dict[tuple[str, str, str], int] = {}
