@@ -37,9 +37,10 @@ def test_a_waiting_rigid_allocation_is_marked_reserved_with_its_planned_start_th
 
 
 def test_a_master_without_reservations_marks_nothing():
-    m = SimpleNamespace(engine=object(), allocations={1: _alloc(1, 6)})
-    reserved.observer(m)(None, 0.0)
-    assert m.allocations[1].json()["reserved"] is False
+    for m in (SimpleNamespace(engine=object(), allocations={1: _alloc(1, 6)}),
+              SimpleNamespace(allocations={1: _alloc(1, 6)})):  # DUCC's master: no EGO engine
+        reserved.observer(m)(None, 0.0)
+        assert m.allocations[1].json()["reserved"] is False
 
 
 def test_the_cli_says_reserved_and_the_planned_start_in_local_time():

@@ -25,7 +25,7 @@ def observer(m: Master) -> Callable[[Any, float], None]:
     marked: set[int] = set()
 
     def mark(_decisions: Any, _seconds: float) -> None:
-        lines = getattr(m.engine, "reservations", None)  # DUCC's master has none
+        lines = getattr(getattr(m, "engine", None), "reservations", None)  # DUCC's master has none
         now: dict[int, float | None] = {}
         if lines is not None:
             for r in lines():
