@@ -241,7 +241,8 @@ def timed_cases(draw):
     return plan, script
 
 
-def _play(plan, script, skip: bool):
+def _play(plan, script, skip: bool, after=None):
+    """The script played on an engine; ``after(engine)`` is called after each cycle."""
     e = Engine(plan, skip_quiet=skip)
     t, seq, log = 0.0, 0, []
     for dt, batch in script:
@@ -260,6 +261,8 @@ def _play(plan, script, skip: bool):
                     e.release(rid)
         d = e.cycle(t)
         check_invariants(e)
+        if after is not None:
+            after(e)
         log.append((d.grants, d.reclaims, d.removals, d.cancelled))
         log.append(([(a.request, a.host, a.slots, a.source, a.reclaim is not None)
                      for a in sorted(e.state.allocs.values(), key=lambda a: a.id)], e.report()))
@@ -273,6 +276,43 @@ def test_skipping_quiet_cycles_decides_the_same_with_reservations_and_backfill(c
     plain, _ = _play(plan, script, skip=False)
     quiet, _ = _play(plan, script, skip=True)
     assert plain == quiet
+
+
+def _planned_start_by_hand(s, g, short):
+    """Every running job with a walltime, its end and its slots in ``g``, sorted: when
+    ``short`` slots will have come free, and how many more come free then."""
+    ends = []
+    for rid, t0 in s.started.items():
+        rs = s.requests[rid]
+        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
+        if n:
+            ends.append((t0 + rs.spec.walltime, n))
+    ends.sort()
+    freed = 0
+    for i, (end, n) in enumerate(ends):
+        freed += n
+        if freed >= short:
+            freed += sum(m for e2, m in ends[i + 1:] if e2 == end)  # every end at that time counts
+            return end, freed - short
+    return None, 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(timed_cases())
+def test_the_planned_start_from_the_book_of_ends_is_the_one_worked_out_by_hand(case):
+    """The planned start reads a sorted book of ends kept across cycles (work ended
+    dropped as it is met): after every cycle it answers as a sort of every running job."""
+    from apportion.engine import reserve
+
+    plan, script = case
+
+    def check(e):
+        s = e.state
+        for g in s.group_names:
+            for short in range(1, s.groups[g].slots_taking_work + 2):
+                assert reserve.planned_start(s, g, short, 0) == _planned_start_by_hand(s, g, short), (g, short)
+
+    _play(plan, script, skip=False, after=check)
 
 
 def test_reservations_do_not_stop_cycles_being_cut_short():

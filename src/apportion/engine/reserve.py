@@ -305,7 +305,9 @@ def after_cycle(c) -> None:
         rs = s.requests.get(rid)
         if rs is not None and rs.spec.walltime is not None and rid not in started and rs.held >= max(rs.min, 1):
             started[rid] = c.now
-            ends.add((c.now + rs.spec.walltime, rid))
+            item = (c.now + rs.spec.walltime, rid)
+            if item not in ends:  # an id that ended and came back within the same time is there once
+                ends.add(item)
             new_end = True
     if new_end and s.reservations:
         c.d.again = True
