@@ -106,7 +106,7 @@ def test_the_bare_package_talks_to_a_real_master(bare_venv: Path, tmp_path: Path
                                                                  "APPORTION_TOKEN": m.token})
         assert r.returncode == 0, r.stderr
         rows = [line.split() for line in r.stdout.splitlines()]
-        assert ["CONSUMER", "GROUP", "OWN", "SHARE", "ALLOC", "BORROWED", "LENT", "DEMAND", "SHORTFALL"] in rows
+        assert ["CONSUMER", "GROUP", "OWNED", "DESERVED", "ALLOCATED", "BORROWED", "LENT", "DEMAND", "SHORTFALL"] in rows
         assert any(row[:2] == ["/Ops", "Workers"] and len(row) == 9 for row in rows), r.stdout
     finally:
         m.proc.kill()
