@@ -390,3 +390,32 @@ def test_failed_items_are_tried_again_then_reported_and_the_cli_shows_them(tmp_p
             == ["varied_off"]
     finally:
         stop(m, agents)
+
+
+def test_a_process_started_just_before_a_restart_keeps_its_token(tmp_path: Path) -> None:
+    """The agent started a job's process with the token of its start command, and the master
+    was killed before it heard that the process runs: the restarted master mints a token for
+    a start it may have to send again, and the token the process already has still works."""
+    m = start_master(tmp_path, PLAN, extra=["--tick", "0.5"])
+    try:
+        with m.http() as c:
+            # this test is h0's agent: it registers and takes the start without running it
+            assert c.post("/v1/agents/h0/register", json={"slots": 4, "memory": 4, "os": "Linux", "attributes": {},
+                                                          "activities": []}).status_code == 200
+            jid = c.post("/v1/jobs", json={"memory": 1, "threads": 1, "work": list(range(5)),
+                                           "argv": worker(0.1)}).json()["id"]
+
+            def start() -> dict | None:
+                got = c.post("/v1/agents/h0/heartbeat", json={"wait": 0.2, "activities": []}).json()
+                return next((x for x in got.get("commands") or [] if x.get("op") == "start"), None)
+
+            cmd = wait_until(start, 30, "a start command for the job's process")
+            token, share = cmd["env"]["APPORTION_TOKEN"], int(cmd["env"]["APPORTION_PROCESS"])
+        m.restart()
+        with httpx.Client(base_url=m.url, headers={"Authorization": f"Bearer {token}"}, timeout=10) as p:
+            got = p.post(f"/v1/jobs/{jid}/work", json={"process": share})
+            assert got.status_code == 200, got.text
+            assert got.json()["items"], got.json()
+    finally:
+        m.proc.kill()
+        reap()

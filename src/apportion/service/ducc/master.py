@@ -84,11 +84,13 @@ class DuccMaster(Master):
         self._finishing: dict[int, float] = {j.id: time.time() + self.settings.kill_grace
                                              for j in self.jobs.values() if j.ended and self.job_shares.get(j.id)}
         self.schedule_seconds: list[float] = []  # the engine's time per cycle (the last 10,000)
-        # processes not yet started by their agent get a new process token (only digests are stored)
+        # processes not yet started by their agent get a new process token (only digests are
+        # stored); the old one stays good: the agent may have started the process with it
+        # just before the restart, before its report that it runs was heard
         batch = Batch()
         for a in self.activities.values():
             if a.job is not None and a.state == "starting" and a.id in self.share_of:
-                self._mint(a, self.share_of[a.id], batch)
+                self._mint(a, self.share_of[a.id], batch, keep=True)
         if batch.tokens:
             self.writer.commit(batch)
 
@@ -281,10 +283,12 @@ class DuccMaster(Master):
         batch.wake_hosts.add(s.host)
         return a
 
-    def _mint(self, a: ActivityPub, share: int, batch: Batch) -> None:
-        """A process token for ``a``: its job's work for this share, nothing else."""
+    def _mint(self, a: ActivityPub, share: int, batch: Batch, keep: bool = False) -> None:
+        """A process token for ``a``: its job's work for this share, nothing else (``keep``:
+        beside the share's token minted before, which goes with the share)."""
         a.secret = new_token()
-        batch.dropped_tokens.append(share)
+        if not keep:
+            batch.dropped_tokens.append(share)
         batch.tokens.append({"digest": digest(a.secret), "kind": "process", "consumer": None, "host": None,
                              "created_at": time.time(), "job": a.job, "share": share})
 
