@@ -127,6 +127,27 @@ def test_the_planned_start_is_the_end_of_the_work_that_frees_enough():
     assert (r.request, r.kept, r.planned_start) == ("b", {"h1": 2}, 80.0)
 
 
+def test_a_cycle_says_when_the_next_may_decide_more_with_nothing_else_changed():
+    # a (6, walltime 100) and b (8) come together: the cycle starts a, and b's planned
+    # start is made of a's end only from the next cycle on; the engine says so
+    # (Decisions.again), and that next cycle gives b its reservation, planned at 100,
+    # and asks for no other
+    plan = make_plan({"/A": {"share_ratio": 1}}, hosts=1, slots=8)
+    e = Engine(plan)
+    e.submit(Request("a", "/A", max=6, min=6, seq=1, walltime=100.0))
+    e.submit(Request("b", "/A", max=8, min=8, seq=2, walltime=100.0))
+    d = e.cycle(0.0)
+    assert [g.request for g in d.grants] == ["a"] and d.again
+    d = e.cycle(1.0)
+    assert not d.grants and not d.again
+    [r] = e.reservations()
+    assert (r.request, r.planned_start) == ("b", 100.0)
+    assert e.reservations() == e.report().reservations
+    # nothing with a walltime started and no reservation was taken up: no other cycle
+    e.submit(Request("c", "/A", max=2, min=2, seq=3))
+    assert not e.cycle(2.0).again
+
+
 def test_a_request_that_can_never_fit_has_no_reservation():
     s = _two_on_one_host().req("a", "/A", 4).req("b", "/B", 9, min=9).settle()
     assert s.e.report().reservations == []
@@ -145,6 +166,28 @@ def test_work_that_ends_before_the_planned_start_is_backfilled():
     # at 100, when a frees 6: 1 extra slot only); short ends at 70
     held = s.e.report().requests
     assert held["short"] == {"h1": 2} and held["late"] == {}
+
+
+def test_backfilled_work_runs_to_its_end_and_no_older_work_is_reclaimed_in_its_place():
+    """A, B, C of ratio 1 on 14 slots. a1 (A, 6) and p1 (B, 6) run; c (C, 7) waits with
+    the reservation, 2 slots kept, planned at 100. x (A, 2, walltime 30) is backfilled on
+    them at 20: A now holds 8. At 30 p1 ends early: 6 idle, and 1 reclaimed from A would
+    start c at once. That reclaim would end x, started because it does not delay c, or,
+    x spared, end a1 (A's older job of 6): nothing is reclaimed, x runs to its end, and c
+    starts when it does (its planned start is x's end)."""
+    plan = make_plan({p: {"share_ratio": 1, "grace": 30.0} for p in ("/A", "/B", "/C")}, hosts=1, slots=14)
+    s = Sim(plan).req("a1", "/A", 6, min=6, walltime=100.0).req("p1", "/B", 6, min=6, walltime=100.0).settle()
+    s.at(10).req("c", "/C", 7, min=7, walltime=100.0).settle()
+    assert [(r.request, r.planned_start) for r in s.e.report().reservations] == [("c", 100.0)]
+    s.at(20).req("x", "/A", 2, min=2, walltime=30.0).settle()
+    assert s.e.report().requests["x"] == {"h1": 2}
+    s.e.release("p1")
+    s.at(30).settle()
+    assert s.reclaims() == [] and [x for d in s.log for x in d.removals] == []
+    assert [(r.request, r.planned_start) for r in s.e.report().reservations] == [("c", 50.0)]
+    s.e.release("x")
+    s.at(50).settle()
+    assert s.e.report().requests["c"] == {"h1": 7} and s.e.report().requests["a1"] == {"h1": 6}
 
 
 def test_work_that_ends_later_may_use_the_extra_slots():
@@ -198,7 +241,8 @@ def timed_cases(draw):
     return plan, script
 
 
-def _play(plan, script, skip: bool):
+def _play(plan, script, skip: bool, after=None):
+    """The script played on an engine; ``after(engine)`` is called after each cycle."""
     e = Engine(plan, skip_quiet=skip)
     t, seq, log = 0.0, 0, []
     for dt, batch in script:
@@ -217,6 +261,8 @@ def _play(plan, script, skip: bool):
                     e.release(rid)
         d = e.cycle(t)
         check_invariants(e)
+        if after is not None:
+            after(e)
         log.append((d.grants, d.reclaims, d.removals, d.cancelled))
         log.append(([(a.request, a.host, a.slots, a.source, a.reclaim is not None)
                      for a in sorted(e.state.allocs.values(), key=lambda a: a.id)], e.report()))
@@ -230,6 +276,43 @@ def test_skipping_quiet_cycles_decides_the_same_with_reservations_and_backfill(c
     plain, _ = _play(plan, script, skip=False)
     quiet, _ = _play(plan, script, skip=True)
     assert plain == quiet
+
+
+def _planned_start_by_hand(s, g, short):
+    """Every running job with a walltime, its end and its slots in ``g``, sorted: when
+    ``short`` slots will have come free, and how many more come free then."""
+    ends = []
+    for rid, t0 in s.started.items():
+        rs = s.requests[rid]
+        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
+        if n:
+            ends.append((t0 + rs.spec.walltime, n))
+    ends.sort()
+    freed = 0
+    for i, (end, n) in enumerate(ends):
+        freed += n
+        if freed >= short:
+            freed += sum(m for e2, m in ends[i + 1:] if e2 == end)  # every end at that time counts
+            return end, freed - short
+    return None, 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(timed_cases())
+def test_the_planned_start_from_the_book_of_ends_is_the_one_worked_out_by_hand(case):
+    """The planned start reads a sorted book of ends kept across cycles (work ended
+    dropped as it is met): after every cycle it answers as a sort of every running job."""
+    from apportion.engine import reserve
+
+    plan, script = case
+
+    def check(e):
+        s = e.state
+        for g in s.group_names:
+            for short in range(1, s.groups[g].slots_taking_work + 2):
+                assert reserve.planned_start(s, g, short, 0) == _planned_start_by_hand(s, g, short), (g, short)
+
+    _play(plan, script, skip=False, after=check)
 
 
 def test_reservations_do_not_stop_cycles_being_cut_short():

@@ -4,11 +4,13 @@ Two consumers of ratio 1 share one host of 8 slots. /A's rigid request of 6 is
 granted and its job (one process on 6 slots) runs. /B's rigid request of 6 comes:
 /B deserves 4, and 4 cannot start it, so nothing is reclaimed from /A (that would
 end /A's job and leave /B still waiting). /A's job runs on; when it ends, /B's
-request has all 6 at once and its job starts.
+request has all 6 at once and its job starts. While it waits, /v1/allocations and
+`apportion alloc list` show it reserved.
 """
 
 from __future__ import annotations
 
+from tests.client.test_live import cli
 from tests.service.live import SLEEPER, events, start_agent, start_master, wait_until
 
 PLAN = """
@@ -46,6 +48,16 @@ def test_two_rigid_jobs_run_in_turn_and_none_is_ended_for_nothing(tmp_path):
             assert c.get(f"/v1/allocations/{aid}").json()["reclaiming"] == []
             assert c.get(f"/v1/activities/{job_a}").json()["state"] == "running"
             assert c.get(f"/v1/allocations/{bid}").json()["held"] == 0
+            # B waits with a reservation (the slots kept for it as they come free); A's job
+            # says nothing of how long it runs, so B's planned start is not known
+            listed = {x["id"]: x for x in c.get("/v1/allocations").json()["allocations"]}
+            assert (listed[bid]["reserved"], listed[bid]["planned_start"]) == (True, None)
+            assert (listed[aid]["reserved"], listed[aid]["planned_start"]) == (False, None)
+            assert c.get(f"/v1/allocations/{bid}").json()["reserved"] is True
+            shown = cli(m, "alloc", "list")
+            assert shown.returncode == 0, shown.output
+            row = next(line for line in shown.output.splitlines() if line.split()[:1] == [str(bid)])
+            assert "reserved, start unknown" in row, shown.output
 
             # A's job ends, A lets its slots go: B starts with all 6 at once
             assert c.delete(f"/v1/allocations/{aid}").status_code == 204
@@ -55,6 +67,9 @@ def test_two_rigid_jobs_run_in_turn_and_none_is_ended_for_nothing(tmp_path):
             wait_until(lambda: c.get(f"/v1/activities/{job_b}").json()["state"] == "running", 20, "B's job")
             granted_b = [e for e in events(c, b) if e["type"] == "granted"]
             assert sum(e["slots"] for e in granted_b) == 6
+            # started: no reservation any more
+            b_now = c.get(f"/v1/allocations/{bid}").json()
+            assert (b_now["reserved"], b_now["planned_start"]) == (False, None)
     finally:
         agent.kill()
         m.proc.kill()

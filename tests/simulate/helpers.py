@@ -19,8 +19,10 @@ def plan(consumers: list[dict[str, Any]], slots: int, hosts: int = 1):
     })
 
 
-def job(i: int, submit: float, run: float, slots: int, user: str = "u", checkpoint: float | None = None) -> TraceJob:
-    return TraceJob(id=str(i), submit=submit, run=run, slots=slots, user=user, checkpoint=checkpoint)
+def job(i: int, submit: float, run: float, slots: int, user: str = "u", checkpoint: float | None = None,
+        walltime: float | None = None) -> TraceJob:
+    return TraceJob(id=str(i), submit=submit, run=run, slots=slots, user=user, checkpoint=checkpoint,
+                    walltime=walltime)
 
 
 def by_user(table: dict[str, str]):

@@ -9,7 +9,7 @@ import pytest
 
 from apportion.service.master import Settings
 from apportion.simulate.figures import distribution, fcfs_makespan, jain
-from apportion.simulate.replay import DEFAULT_TICK, SimulationError, one_consumer
+from apportion.simulate.replay import DEFAULT_TICK, Replay, SimulationError, one_consumer
 from apportion.traces.swf import SwfTrace
 from tests.simulate.helpers import by_user, job, plan, run
 
@@ -195,3 +195,51 @@ def test_two_wide_jobs_that_each_need_more_than_their_share_run_in_turn():
     assert waits == [0.0, 100.0], res["consumers"]  # one after the other, with no work thrown away
     assert sum(c["reclaims"] + c["evictions"] for c in res["consumers"].values()) == 0
     assert not any("Never started" in a for a in _answers(res))
+
+
+class _Starts(Replay):
+    """A replay that notes when each job (first attempt) started."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.starts: dict[str, float] = {}
+
+    def _decided(self, d, t: float) -> None:
+        super()._decided(d, t)
+        for j in self.by_rid.values():
+            if j.start is not None:
+                self.starts.setdefault(j.job.id, j.start)
+
+
+@pytest.mark.parametrize("walltime", [50.0, None])
+def test_a_job_backfills_a_reservation_only_with_its_requested_time(walltime):
+    """One consumer on 8 slots: job 1 runs 6 slots for 100 s (requested 100 s); job 2
+    needs all 8 and gets the reservation, planned to start at 100 s; job 3 needs 2 slots
+    for 50 s. With its requested time (SWF field 9) the replay tells the engine it ends
+    before the planned start, and it runs on the kept slots; without one it
+    could delay the reservation, so it waits behind job 2. Job 2 starts at 100 s either way."""
+    p = plan([{"path": "/A"}], 8)
+    jobs = [job(1, 0, 100, 6, walltime=100.0), job(2, 0, 100, 8, walltime=100.0),
+            job(3, 0, 50, 2, walltime=walltime)]
+    r = _Starts(p, jobs, one_consumer("/A"))
+    r.run()
+    res = r.result()
+    assert res["never_started"] == 0
+    assert r.starts["1"] == 0.0
+    assert r.starts["2"] == 100.0
+    if walltime is not None:
+        # backfilled at the next tick (job 2's planned start is known once job 1 has
+        # started, as on the master's timer): it ends at 51 s, before 100 s
+        assert r.starts["3"] == 1.0
+    else:
+        assert r.starts["3"] == 200.0  # after job 2: nothing is backfilled without an estimate
+
+
+def test_a_requeued_job_asks_for_its_requested_time_less_what_its_checkpoints_kept():
+    from apportion.simulate.replay import _Job, _walltime
+
+    j = _Job(job(1, 0, 100, 2, walltime=120.0), "/A", (), 10.0)
+    assert _walltime(j) == 120.0
+    j.done = 30.0
+    assert _walltime(j) == 90.0
+    assert _walltime(_Job(job(2, 0, 100, 2), "/A", (), None)) is None

@@ -321,11 +321,24 @@ def _hosts_text(hosts: dict[str, int] | None) -> str:
     return ", ".join(f"{h}:{n}" for h, n in (hosts or {}).items()) or "-"
 
 
+def _reservation_text(a: dict[str, Any]) -> str:
+    """A rigid allocation with a reservation (slots kept for it as they come free): when
+    it is planned to start, local time, if the master knows."""
+    if not a.get("reserved"):
+        return "-"
+    start = a.get("planned_start")
+    if not isinstance(start, (int, float)):
+        return "reserved, start unknown"
+    return f"reserved, planned start at {datetime.fromtimestamp(start).strftime('%H:%M:%S')}"
+
+
 def _print_allocations(allocs: list[dict[str, Any]], title: str | None = None) -> None:
-    print_table(out, _table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "ALLOCATED", "RECLAIMING", "HOSTS"),
+    print_table(out, _table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "ALLOCATED", "RECLAIMING", "HOSTS",
+                                    "STATE"),
                             ([a.get("id"), a.get("client"), a.get("consumer"), ",".join(a.get("groups") or []) or "-",
                               a.get("min"), a.get("max"), a.get("held"),
-                              sum(r.get("slots", 0) for r in a.get("reclaiming") or []), _hosts_text(a.get("hosts"))]
+                              sum(r.get("slots", 0) for r in a.get("reclaiming") or []), _hosts_text(a.get("hosts")),
+                              _reservation_text(a)]
                              for a in allocs)))
 
 

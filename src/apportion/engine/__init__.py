@@ -27,7 +27,7 @@ from apportion.engine.model import (
     ResourceGroup,
     ShareEnforcement,
 )
-from apportion.engine.report import Report, build_report
+from apportion.engine.report import Report, ReservationLine, build_report, reservation_lines
 from apportion.engine.ownership import prepared
 from apportion.engine.replan import after_host_change, rebuild
 from apportion.engine.state import ClusterState, PendingReclaim
@@ -235,6 +235,11 @@ class Engine:
 
     def report(self) -> Report:
         return build_report(self.state, self._views)
+
+    def reservations(self) -> list[ReservationLine]:
+        """The reservations in force after the last cycle (the report's, without the rest
+        of the report: the master reads them after every cycle)."""
+        return reservation_lines(self.state)
 
     def deserved(self) -> dict[str, dict[str, int]]:
         """Group -> leaf -> what the leaf deserved at the last cycle (the report's deserved,

@@ -14,6 +14,12 @@ Candidates are taken in arrival order, each from the pools its consumer draws fr
 in the group, nearest first, within its consumer's max; a rigid one only if it
 reaches its min. Without a planned start (running work without a walltime), nothing
 is backfilled that way: no end is known before which backfill would have to end.
+Work backfilled so runs to its end, as a batch scheduler's backfilled job does: no
+reclaim for fairness takes its slots (``ClusterState.protected``), neither for the
+reservation (it was started because it does not delay it) nor for anyone else (its
+walltime bounds how long it holds them). Without that, each backfilled job, beyond
+its consumer's share on slots kept for another, was reclaimed at the next cycle and
+its work thrown away (on Curie's first 10,000 jobs: 89,447 reclaims instead of 103).
 
 Elastic work (no min, no walltime) may run on the kept slots too, whatever the
 planned start (``fill_elastic``): it can give them back at any time. It is noted
@@ -64,6 +70,8 @@ def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int)
         given += placed
         if not ends_in_time:
             extra -= placed
+        if placed and rs.held >= max(rs.min, 1):
+            c.s.protected.add(rs.spec.id)  # it runs to its end (its walltime bounds it)
     return given
 
 

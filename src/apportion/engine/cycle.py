@@ -77,6 +77,8 @@ class Cycle(Removals, Views, OwnSlots, SharePools, Borrowing, Reclaims, Surplus,
         self._held_back_keys: set[tuple[str, str, str]] = set()  # (leaf, group, source) of those
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
         self._victim_lists: dict[tuple[str, str], list] = {}
+        self._sparing = False  # phase 6: protected work is not counted as excess (engine/rigid.py)
+        self.could_cache: dict[tuple, int] = {}  # phase 6: rigid.ReclaimGuard.open's bounds
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
         self._shorts: dict[tuple[str, bool, str], list[str]] = {}

@@ -52,6 +52,12 @@ class Decisions:
     lost: list[Removal] = field(default_factory=list)
     cancelled: list[Reclaim] = field(default_factory=list)  # reclaims called off: the holder keeps them
     retagged: int = 0  # allocations whose source the books changed (no effect outside the engine)
+    # a cycle at the next tick may decide more with nothing else changed: work with a
+    # walltime started while a reservation waits (its planned start may move, and
+    # backfill with it), or a reservation's request started (the next one is chosen).
+    # The master runs a cycle every tick anyway; a caller that skips quiet ticks (the
+    # simulator) runs the next one (engine/reserve.py)
+    again: bool = False
 
     def __bool__(self) -> bool:
         """True when the cycle changed anything, its own books included: a cycle that

@@ -121,11 +121,15 @@ def build_report(state: ClusterState, views: dict) -> Report:
         ReclaimLine(a.request, a.host, a.slots, a.reclaim.deadline, a.reclaim.beneficiary)
         for a in sorted(state.reclaiming.values(), key=lambda a: (a.reclaim.deadline, a.request, a.host, a.id))
     ]
-    reservations = [
+    return Report(consumers, requests, reclaiming, reservation_lines(state))
+
+
+def reservation_lines(state: ClusterState) -> list[ReservationLine]:
+    """The reservations in force after the last cycle, by group (engine/reserve.py)."""
+    return [
         ReservationLine(r.request, r.consumer, r.group, r.min, r.held, dict(sorted(r.kept.items())), r.planned_start)
         for _, r in sorted(state.reservations.items()) if r.request in state.requests
     ]
-    return Report(consumers, requests, reclaiming, reservations)
 
 
 def _subtree(state: ClusterState, path: str):

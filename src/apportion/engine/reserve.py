@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sortedcontainers import SortedList
+
 from apportion.engine import backfill, usage
 from apportion.engine.rigid import pool_idle
 from apportion.engine.state import ClusterState, RequestState, pool_source
@@ -151,33 +153,53 @@ def choose(c) -> dict[str, RequestState]:
     return chosen
 
 
+def _ends(s: ClusterState) -> SortedList:
+    """(end, request) of the running work with a walltime, soonest first: kept from
+    one cycle to the next (``after_cycle`` adds what started; entries of work that has
+    ended are dropped as ``planned_start`` meets them), made anew from ``started``
+    when the state has none (a new state: engine/replan.py)."""
+    ends = s.ends
+    if ends is None:
+        ends = s.ends = SortedList()
+        for rid, t0 in s.started.items():
+            rs = s.requests.get(rid)
+            if rs is not None and rs.spec.walltime is not None:
+                ends.add((t0 + rs.spec.walltime, rid))
+    return ends
+
+
 def planned_start(s: ClusterState, g: str, short: int, free_now: int) -> tuple[float | None, int]:
     """When ``short`` more slots of ``g`` will have come free, from the ends of running
     work with a walltime (None: not known), and the slots free then beyond ``short``
-    (EASY's extra nodes: backfill that ends later may use that many)."""
+    (EASY's extra nodes: backfill that ends later may use that many). The ends are
+    read soonest first, only as far as needed."""
     if short <= 0:
         return None, free_now  # it can start now, or something else than slots holds it (a max)
-    ends: list[tuple[float, int]] = []
-    for rid, t0 in s.started.items():
-        rs = s.requests.get(rid)
-        if rs is None or rs.spec.walltime is None:
-            continue
-        end = t0 + rs.spec.walltime  # in the past for work that outran its walltime
-        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
-        if n:
-            ends.append((end, n))
-    ends.sort()
+    ends = _ends(s)
+    started, requests = s.started, s.requests
+    gone: list[tuple[float, str]] = []
     freed = 0
-    for i, (end, n) in enumerate(ends):
+    found: float | None = None
+    for item in ends:
+        end, rid = item  # in the past for work that outran its walltime
+        if found is not None and end > found:
+            break  # every end at the same time as the one that makes it up counts
+        rs = requests.get(rid)
+        t0 = started.get(rid)
+        if rs is None or t0 is None or rs.spec.walltime is None or t0 + rs.spec.walltime != end:
+            gone.append(item)  # ended (or started again): no longer running
+            continue
+        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
+        if not n:
+            continue
         freed += n
-        if freed >= short:
-            # every end at the same time counts at that time
-            for end2, n2 in ends[i + 1:]:
-                if end2 > end:
-                    break
-                freed += n2
-            return end, freed - short
-    return None, 0
+        if found is None and freed >= short:
+            found = end
+    for item in gone:
+        ends.remove(item)
+    if found is None:
+        return None, 0
+    return found, freed - short
 
 
 def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
@@ -268,12 +290,26 @@ def absorbs(c, rs: RequestState) -> bool:
 
 
 def after_cycle(c) -> None:
-    """Note when work with a walltime started: its end is what planned starts are made of."""
+    """Note when work with a walltime started: its end is what planned starts are made
+    of. The next cycle may then decide more with nothing else changed (``Decisions.again``):
+    when such work started while a reservation still waits (its planned start is made
+    of ends known from the next cycle on), or a reservation's request started while
+    other wide rigid requests wait (one of them has the reservation next)."""
     s = c.s
     if not s.rigid:
         return
     started = s.started
+    new_end = False
+    ends = _ends(s)
     for rid in c.granted_now:
         rs = s.requests.get(rid)
         if rs is not None and rs.spec.walltime is not None and rid not in started and rs.held >= max(rs.min, 1):
             started[rid] = c.now
+            item = (c.now + rs.spec.walltime, rid)
+            if item not in ends:  # an id that ended and came back within the same time is there once
+                ends.add(item)
+            new_end = True
+    if new_end and s.reservations:
+        c.d.again = True
+    elif any(rs.held >= rs.min for rs in c.reserved.values()):
+        c.d.again = any(rs.held < rs.min and rs.held < rs.max and rs.min > rs.spec.order for rs in s.rigid.values())

@@ -65,14 +65,17 @@ def reach_placed(c, rs: RequestState) -> int:
 
 
 def could_reclaim(c, leaf: str, rs: RequestState, g: str, v,
-                  quotas: dict[str, dict[str, int]], owners, parent_mode: bool) -> int:
+                  quotas: dict[str, dict[str, int]], owners, parent_mode: bool, unmet: int | None = None) -> int:
     """An upper bound of what phase 6 could mark for ``rs`` in ``g``: in each pool, the
     leaf's room there (what the phase marks at most), as far as the victims' excess
-    over what they may keep goes."""
+    over what they may keep goes. ``unmet``: what the request still wants (default its
+    own); the bound only grows with it."""
     total = 0
     order = rs.spec.order
+    if unmet is None:
+        unmet = rs.unmet
     for owner in owners:
-        deficit = min(c._pool_room(leaf, g, v, quotas, owner), c._headroom(leaf, g, v), rs.unmet)
+        deficit = min(c._pool_room(leaf, g, v, quotas, owner), c._headroom(leaf, g, v), unmet)
         deficit -= deficit % order
         if deficit <= 0:
             continue
@@ -83,6 +86,9 @@ def could_reclaim(c, leaf: str, rs: RequestState, g: str, v,
                 break
         total += min(avail, deficit)
     return total
+
+
+UNBOUNDED = 1 << 62  # more than any request wants
 
 
 class ReclaimGuard:
@@ -105,8 +111,20 @@ class ReclaimGuard:
         """A guard for serving ``rs`` in ``g``; None when even every reclaim the phase
         could mark would leave it below its min: then nothing is to be marked."""
         short = rs.min - reach_now(c, rs)
-        if short > 0 and could_reclaim(c, rs.spec.consumer, rs, g, v, quotas, owners, parent_mode) < short:
-            return None
+        if short > 0:
+            # what every request of the leaf there could get at most, whatever it wants:
+            # one look serves all its waiting requests until something is marked (a
+            # consumer with many wide jobs waiting asks once, not once a job)
+            leaf = rs.spec.consumer
+            key = (leaf, g, rs.spec.order, id(quotas), id(owners), len(c.d.reclaims), c.want.get(leaf, 0))
+            cache = c.could_cache
+            bound = cache.get(key)
+            if bound is None:
+                bound = cache[key] = could_reclaim(c, leaf, rs, g, v, quotas, owners, parent_mode, UNBOUNDED)
+            if bound < short:
+                return None
+            if could_reclaim(c, leaf, rs, g, v, quotas, owners, parent_mode) < short:
+                return None
         return cls(c, rs)
 
     def close(self) -> None:
@@ -127,6 +145,24 @@ class ReclaimGuard:
             s.unmark(a)
         del c.d.reclaims[self.n_reclaims:]
         c.want[self.leaf] = self.want
+
+
+def protected_held(s, g: str, src: str) -> dict[str, int]:
+    """Leaf -> the slots of ``g`` from ``src`` that its protected work holds (work
+    started beyond its share through a reservation, or backfilled: it runs to its end)
+    and that no reclaim is taking. A reclaim for fairness spares that work, so it does
+    not count in how far its consumer is over its share either: else the consumer's
+    other, older work would be reclaimed in its place."""
+    out: dict[str, int] = {}
+    requests = s.requests
+    for rid in s.protected:
+        rs = requests.get(rid)
+        if rs is None:
+            continue
+        for a in rs.allocs.values():
+            if a.group == g and a.source == src and a.reclaim is None:
+                out[a.consumer] = out.get(a.consumer, 0) + a.slots
+    return out
 
 
 def pool_idle(c, leaf: str, g: str) -> list[tuple[str, int]]:

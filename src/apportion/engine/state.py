@@ -234,6 +234,7 @@ class ClusterState:
         self.rigid: dict[str, RequestState] = {}
         self.reservations: dict[str, Any] = {}
         self.started: dict[str, float] = {}
+        self.ends: Any = None  # (end, request) of ``started``, soonest first; None: not made yet
         self.protected: set[str] = set()  # requests started through a reservation: no fairness reclaim
         self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
         self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)

@@ -30,7 +30,7 @@ from apportion.console import api as console_api, pages as console_pages
 from apportion.service.leader import Role, leadership
 from apportion.service.api.deps import known_query
 from apportion.service.api.errors import api_error, validation_error
-from apportion.service import liveplan
+from apportion.service import liveplan, reserved
 from apportion.service.ducc.master import DuccMaster
 from apportion.service.ducc.plan import is_ducc_plan
 from apportion.service.master import ApiError, Master, Settings
@@ -308,6 +308,7 @@ def create_app(db: Engine, config: ServerConfig) -> FastAPI:
                     gc.set_threshold(50_000, 20, 100)
                     gc.enable()
                 m.observers.append(metrics.observe)
+                m.observers.append(reserved.observer(m))  # planned starts in /v1/allocations
                 console.attach(app, m)  # the console's live feed and the history sampler
                 app.state.master = m
                 await m.run()

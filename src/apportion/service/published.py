@@ -57,6 +57,10 @@ class AllocationPub:
     hosts: dict[str, int] = field(default_factory=dict)
     reclaiming: dict[int, HoldingPub] = field(default_factory=dict)  # holding id -> marked holding
     resources: dict[str, Any] | None = None  # what each slot needs ({cores, memory, gpus, gpu_model}); None: slots
+    # a reservation at the last cycle (service/reserved.py), and its planned start (Unix
+    # seconds; None: not known, or no reservation)
+    reserved: bool = False
+    planned_start: float | None = None
 
     def json(self) -> dict[str, Any]:
         return {
@@ -67,6 +71,7 @@ class AllocationPub:
             "reclaiming": [{"host": h.host, "slots": h.slots, "deadline": h.deadline, "for": h.beneficiary}
                            for h in sorted(self.reclaiming.values(), key=lambda h: (h.deadline or 0, h.host))],
             "memory": self.memory, "resources": self.resources,
+            "reserved": self.reserved, "planned_start": self.planned_start,
         }
 
 

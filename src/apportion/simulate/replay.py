@@ -5,7 +5,8 @@ and the jobs, and drives the pure engine (``Engine.submit/release/cycle``). What
 happens to a job (docs/simulate.md, "The model"):
 
 - it **arrives** at its submit time and asks its consumer (the mapping) for its slots,
-  rigid: ``min = max``, in the group named by its resource (``cpu``/``gpu``) when the
+  rigid: ``min = max``, with its requested time (``walltime``, SWF field 9) when the
+  trace has one, which reservations and backfill plan with (engine/backfill.py), in the group named by its resource (``cpu``/``gpu``) when the
   plan has one, else in any group of its consumer; requests keep arrival order
   (``Request.seq``), and the engine serves a consumer's requests in that order;
 - it **starts** at the cycle that grants it and runs for its run time, then releases;
@@ -19,8 +20,9 @@ happens to a job (docs/simulate.md, "The model"):
 Cycles run on the master's tick (``tick``, the service's ``Settings.tick``): at the
 first tick at or after something changed (an arrival, an end, a reclaim deadline),
 and at the next tick after a cycle that reclaimed, called off a reclaim, removed or
-moved slots between sources (the master's timer would run it; the engine may act on
-its own books there); never when nothing changed. A cycle that only granted has
+moved slots between sources, or says the next may decide more (``Decisions.again``: a
+reservation's planned start may move) (the master's timer would run it; the engine may
+act on its own books there); never when nothing changed. A cycle that only granted has
 served everything it could, so the one after it would decide nothing. Events between two ticks are applied together,
 in time order, before the cycle. The cost of a cycle therefore follows the events,
 and this loop does no work over all jobs or hosts: jobs in flight are in two heaps
@@ -169,7 +171,8 @@ class Replay:
         j.rid = f"{j.job.id}" if j.attempt == 1 else f"{j.job.id}#{j.attempt}"
         self._seq += 1
         n = j.job.slots
-        self.engine.submit(Request(j.rid, j.consumer, max=n, min=n, groups=j.groups, seq=self._seq))
+        self.engine.submit(Request(j.rid, j.consumer, max=n, min=n, groups=j.groups, seq=self._seq,
+                                   walltime=_walltime(j)))
         self.by_rid[j.rid] = j
         self.waiting += 1
 
@@ -343,7 +346,7 @@ class Replay:
             self.cycles += 1
             # a cycle that only granted has served all it could: the next one, with
             # nothing changed, would decide nothing (0 of 17,801 such on NASA iPSC)
-            again = bool(d.reclaims or d.cancelled or d.removals or d.lost or d.retagged)
+            again = bool(d.reclaims or d.cancelled or d.removals or d.lost or d.retagged or d.again)
             if d.grants or d.reclaims or d.cancelled or d.removals or d.lost:
                 self._decided(d, t)
             self._read_deserved(t)
@@ -364,6 +367,16 @@ class Replay:
         out["tick"] = self.tick
         out["never_started"] = self.waiting
         return out
+
+
+def _walltime(j: _Job) -> float | None:
+    """What the engine is told the job runs for (backfill plans with it): its requested
+    time (SWF field 9) less the run its checkpoints kept over earlier attempts; None when
+    the trace does not say."""
+    w = j.job.walltime
+    if w is None:
+        return None
+    return max(w - j.done, 1e-9) if j.done else w
 
 
 def entitled(plan: Plan) -> dict[str, int]:

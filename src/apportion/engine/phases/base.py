@@ -44,6 +44,8 @@ class CyclePart:
     _held_back_keys: set[tuple[str, str, str]]
     _excess_cache: dict[tuple[str, str], dict[str, int]]
     _victim_lists: dict[tuple[str, str], list]
+    _sparing: bool
+    could_cache: dict[tuple, int]
     _no_fit: dict[tuple[str, str, str], int]
     stuck: set[tuple[str, str]]
     first: set[str]

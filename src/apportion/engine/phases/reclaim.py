@@ -13,7 +13,7 @@ from apportion.engine.index import UNSET, rank_key
 from apportion.engine.model import ROOT, Request
 from apportion.engine.phases.base import CyclePart
 from apportion.engine.phases.view import GroupView
-from apportion.engine.rigid import ReclaimGuard
+from apportion.engine.rigid import ReclaimGuard, protected_held
 from apportion.engine.state import PendingReclaim, RequestState, lent_source, pool_source
 
 
@@ -146,9 +146,11 @@ class Reclaims(CyclePart):
     # -- 6. share-pool reclaim for fairness ------------------------------------
     def _reclaim_pool(self) -> None:
         parent_mode = self.policy.share_enforcement.value == "parent"
+        self._sparing = True  # the excess leaves protected work out (_excess)
         for quotas in self._quota_passes():
             self._excess_cache = {}
             self._victim_lists = {}
+            self.could_cache = {}
             # (victim, group, source) -> smallest instance it could not free this pass:
             # marks free nothing within a phase, so a larger one will not fit either
             self._no_fit: dict[tuple[str, str, str], int] = {}
@@ -173,6 +175,9 @@ class Reclaims(CyclePart):
 
             if short_in:
                 self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
+        self._sparing = False
+        self._excess_cache = {}
+        self._victim_lists = {}
 
     def _reclaim_pool_for(self, leaf: str, rs: RequestState, g: str, v: GroupView,
                           q: dict[str, dict[str, int]], short_in: dict, parent_mode: bool) -> None:
@@ -222,6 +227,8 @@ class Reclaims(CyclePart):
             static = v.static_pool.get(owner, {}) if self.policy.base_quota else None
             every = self.policy.share_enforcement.value == "parent"
             ex = {}
+            # phase 6 spares protected work (engine/rigid.py): it is not counted as excess
+            spared = protected_held(self.s, v.name, src) if self._sparing and self.s.protected else None
             if owner == ROOT and not every:
                 # the public pool lies above every leaf: only those with books here can hold some
                 pairs = usage.items()
@@ -235,6 +242,8 @@ class Reclaims(CyclePart):
                 if static is not None:
                     keep = max(keep, static.get(leaf, 0))
                 e = (held - (u.marked.get(src, 0) if u.marked else 0) if held else 0) - keep
+                if spared and leaf in spared:
+                    e -= spared[leaf]
                 if e != 0:
                     ex[leaf] = e
             self._excess_cache[key] = ex
