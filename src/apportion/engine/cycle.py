@@ -95,7 +95,10 @@ class Cycle(Removals, Views, OwnSlots, SharePools, Borrowing, Reclaims, Surplus,
         # the rigid policy (engine/reserve.py): group -> the request with a reservation
         # this cycle; (group, beneficiary, slots) of the reclaims completed at its start
         self.reserved: dict[str, RequestState] = {}
-        self.freed: list[tuple[str, str, int]] = []
+        # (group, beneficiary, slots) freed for reclaims' beneficiaries: marked slots
+        # their holder gave back since the last cycle, then those taken at their deadline
+        self.freed: list[tuple[str, str, int]] = state.released_marked
+        state.released_marked = []
         self.keeping: frozenset[str] = frozenset()  # leaves with slots kept: no reclaim victims
 
     def run(self) -> Decisions:

@@ -233,6 +233,13 @@ def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
     return res
 
 
+def protect_if_beyond(c, g: str, rs: RequestState) -> None:
+    """A reservation's request that started beyond its consumer's share runs to its
+    end: no reclaim for fairness takes its slots (``ClusterState.protected``)."""
+    if _deficit(c, rs.spec.consumer, g) < 0:
+        c.s.protected.add(rs.spec.id)
+
+
 def run(c, freed: list[tuple[str, str, int]]) -> None:
     """The reservations of this cycle, before the serving phases: in each group, the
     chosen request's planned start, then backfill (engine/backfill.py), then the
@@ -254,8 +261,7 @@ def run(c, freed: list[tuple[str, str, int]]) -> None:
             backfill.fill_elastic(c, g, rs, owed)  # not ready: elastic work may use the slots meanwhile
         res = keep(c, g, rs, owed)
         if rs.held >= rs.min:
-            if _deficit(c, leaf, g) < 0:
-                s.protected.add(rs.spec.id)  # started beyond its share: it runs to its end
+            protect_if_beyond(c, g, rs)
         else:  # still waiting (not granted what was kept)
             res.planned_start = start
             res.extra = extra

@@ -236,6 +236,10 @@ class ClusterState:
         self.started: dict[str, float] = {}
         self.ends: Any = None  # (end, request) of ``started``, soonest first; None: not made yet
         self.protected: set[str] = set()  # requests started through a reservation: no fairness reclaim
+        # (group, beneficiary, slots) of marked slots their holder gave back before the
+        # deadline: freed for the reclaim's beneficiary as a completed reclaim's are
+        # (the next cycle's reservations leave them to it)
+        self.released_marked: list[tuple[str, str, int]] = []
         self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
         self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)
         self.debt_at: float | None = None  # the time the debts stand at
@@ -480,6 +484,8 @@ class ClusterState:
         self.touch()
         rs = self.requests[rid]
         for a in list(rs.allocs.values()):
+            if a.reclaim is not None:
+                self.released_marked.append((a.group, a.reclaim.beneficiary, a.slots))
             self.remove(a)
         self._unmet_delta(rs, -rs.unmet)
         self._wanting(rs, False)
@@ -714,6 +720,8 @@ class ClusterState:
 
     def release(self, a: Allocation, slots: int | None = None) -> None:
         """Give back ``slots`` of an allocation (all of it by default)."""
+        if a.reclaim is not None:
+            self.released_marked.append((a.group, a.reclaim.beneficiary, min(a.slots, slots or a.slots)))
         if slots is None or slots >= a.slots:
             self.remove(a)
             return

@@ -21,6 +21,23 @@ class Borrowing(CyclePart):
         limit = owned if limit is None else min(limit, owned)
         return min(owned - own - lent, limit - lent)
 
+    def _borrow_for(self, leaf: str, rs: RequestState, g: str, v: GroupView, open_lenders: set[str]) -> None:
+        """``rs`` of ``leaf`` borrows in ``g`` from the lenders of ``open_lenders``
+        (those closed by it are taken out), nearest first, within its limits."""
+        st = v.settings[leaf]
+        u = self.s.use(leaf, g)
+        for lender in v.gp.lender_order(leaf):
+            if lender not in open_lenders:
+                continue
+            limit = UNSET if st.borrow_limit is None else st.borrow_limit - u.borrowed_total
+            n = min(self._lendable(lender, g, v), limit, self._headroom(leaf, g, v))
+            if n > 0:
+                self._give(rs, g, n, lent_source(lender))
+            if self._lendable(lender, g, v) <= 0:
+                open_lenders.discard(lender)
+            if rs.unmet <= 0 or self.want.get(leaf, 0) <= 0:
+                break
+
     def _borrow(self) -> None:
         open_lenders: dict[str, set[str]] = {}
         for g, v in self.views.items():
@@ -55,19 +72,7 @@ class Borrowing(CyclePart):
             return True
 
         def serve(leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
-            st = v.settings[leaf]
-            u = self.s.use(leaf, g)
-            for lender in v.gp.lender_order(leaf):
-                if lender not in open_lenders[g]:
-                    continue
-                limit = UNSET if st.borrow_limit is None else st.borrow_limit - u.borrowed_total
-                n = min(self._lendable(lender, g, v), limit, self._headroom(leaf, g, v))
-                if n > 0:
-                    self._give(rs, g, n, lent_source(lender))
-                if self._lendable(lender, g, v) <= 0:
-                    open_lenders[g].discard(lender)
-                if rs.unmet <= 0 or self.want.get(leaf, 0) <= 0:
-                    break
+            self._borrow_for(leaf, rs, g, v, open_lenders[g])
 
         # only leaves with an open lender they may borrow from, in a group where they
         # can use slots and are below their borrow_limit: lenders only close and
