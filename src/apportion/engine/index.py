@@ -23,7 +23,7 @@ class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
                  "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of",
-                 "owned_hosts", "draws_set", "victim_order", "_borrowers")
+                 "owned_hosts", "draws_set", "victim_order", "_borrowers", "_top_owners")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -79,6 +79,9 @@ class GroupPlan:
                 if p in self.settings and self.settings[p].max is not None)
         self._lender_order: dict[str, list[str]] = {}
         self._borrowers: dict[str, list[str]] = {}
+        # owners with no owner above them: a consumer inside an owner owns part of what it does
+        self._top_owners = [p for p, st in self.settings.items() if st.owned > 0 and not any(
+            a in self.settings and self.settings[a].owned > 0 for a in ancestors.get(p, ()))]
         self.capped_parents = [p for p in self.parents if p != ROOT and self.settings[p].max is not None]
         self.max_of = {p: st.max for p, st in self.settings.items() if st.max is not None}
         # victims are taken worst rank first, then latest in the plan: the rank key negated
@@ -91,6 +94,29 @@ class GroupPlan:
             c: tuple(sorted((h for h, n in parts.items() if n > 0), key=position.__getitem__))
             for c, parts in ((plan.host_ownership or {}).get(name) or {}).items()
         }
+
+    def most_for(self, leaf: str, slots: int) -> int:
+        """The most ``leaf`` may ever hold here, of a group of ``slots`` slots: those
+        slots less what consumers outside its chain own (EGO's ownership: theirs
+        alone), plus what of that they may lend it, within its ``borrow_limit`` and
+        every ``max`` above it. A rigid request wider than this can never start."""
+        chain = set(self.pools_of[leaf]) | {leaf}
+        lent = 0
+        for x in self.lenders:
+            if x not in chain and self.may_borrow(leaf, x):
+                st = self.settings[x]
+                lent += st.owned if st.lend_limit is None else min(st.owned, st.lend_limit)
+        limit = self.settings[leaf].borrow_limit
+        if limit is not None:
+            lent = min(lent, limit)
+        if ROOT in self.draws_from[leaf]:
+            n = slots - sum(self.settings[o].owned for o in self._top_owners if o not in chain)
+        else:  # shut out of the public pool: its own and its ancestors' pools only
+            n = max((self.settings[p].owned for p in self.draws_from[leaf] if p != ROOT), default=0)
+        n += lent
+        for _, mx in self.max_chain[leaf]:
+            n = min(n, mx)
+        return max(0, min(n, slots))
 
     def may_borrow(self, borrower: str, lender: str) -> bool:
         if borrower == lender:

@@ -71,15 +71,15 @@ def _waiting_rigid(s: ClusterState) -> list[RequestState]:
 
 
 def _fits(c, rs: RequestState, g: str) -> bool:
-    """Whether ``rs`` can ever start in ``g``: its min within the group's hosts taking
-    work and every max above its consumer, and its consumer drawing from some pool."""
+    """Whether ``rs`` can ever start in ``g``: its min within what its consumer may ever
+    hold of the group's hosts taking work (``GroupPlan.most_for``: less what others own
+    and will not lend it, within every max above it), and its consumer drawing from
+    some pool."""
     v = c.views.get(g)
     leaf = rs.spec.consumer
     if v is None or leaf not in v.settings or not v.gp.draws_from.get(leaf):
         return False
-    if rs.min > c.s.groups[g].slots_taking_work:
-        return False
-    return all(rs.min <= mx for _, mx in v.gp.max_chain[leaf])
+    return rs.min <= v.gp.most_for(leaf, c.s.groups[g].slots_taking_work)
 
 
 def _deficit(c, leaf: str, g: str) -> int:

@@ -167,34 +167,9 @@ class Replay:
         return n
 
     def _may_use(self, leaf: str, g: str) -> int:
-        """The most ``leaf`` may ever hold in ``g``: its slots, less what other consumers
-        own there and do not lend (EGO's ownership: nobody else may use them), within
-        every ``max`` above it."""
-        cmap = self._cmap
-        chain = set()
-        p = leaf
-        while p in cmap:
-            chain.add(p)
-            p = cmap[p].parent
-        n = self.group_slots[g]
-        for c in cmap.values():
-            st = c.groups.get(g)
-            if st is None or not st.owned or c.path in chain:
-                continue
-            up, top = c.parent, True
-            while up in cmap:  # a consumer inside an owner owns part of what the owner does
-                if cmap[up].groups.get(g) is not None and cmap[up].groups[g].owned:
-                    top = False
-                    break
-                up = cmap[up].parent
-            if top:
-                lent = (st.owned if st.lend_limit is None else min(st.owned, st.lend_limit)) if st.lend else 0
-                n -= st.owned - lent
-        for p in chain:
-            st = cmap[p].groups.get(g)
-            if st is not None and st.max is not None:
-                n = min(n, st.max)
-        return max(0, n)
+        """The most ``leaf`` may ever hold in ``g`` (``GroupPlan.most_for``): a job wider
+        than that could never start."""
+        return self.engine.state.group_plan(g).most_for(leaf, self.group_slots[g])
 
     def _submit(self, j: _Job, t: float) -> None:
         j.attempt += 1

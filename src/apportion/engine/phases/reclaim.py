@@ -119,11 +119,28 @@ class Reclaims(CyclePart):
                     n = min(self._pool_idle(g, v, owner), self._headroom(leaf, g, v))
                     if n > 0 and not self._pool_has_deficit(v, owner):
                         self._give(rs, g, n, pool_source(owner))
-            self._take_back_lent(leaf, rs, g, v)
+            if rs.held < rs.min:
+                # a rigid request not started: its owner takes back only what lets it
+                # start (or its earliest such request, which the slots go to first);
+                # slots it could not use would go idle, be lent again and be reclaimed
+                # again, for ever (the borrower's work ended each time)
+                guard = ReclaimGuard(self, self._head_rigid(leaf, rs))
+                self._take_back_lent(leaf, rs, g, v)
+                guard.close()
+            else:
+                self._take_back_lent(leaf, rs, g, v)
 
         lending = {leaf for g, v in self.views.items() for leaf in v.gp.lenders
                    if leaf in self.s.usage_in[g] and self.s.usage_in[g][leaf].lent}
         self._serve(self._wanting(lending), room, serve)
+
+    def _head_rigid(self, leaf: str, rs: RequestState) -> RequestState:
+        """The earliest request of ``leaf``, up to ``rs``, that waits for its min: slots
+        that come to the leaf go to it first (its requests are served in arrival order)."""
+        for other in self.s.wanting_of[leaf].values():
+            if other is rs or (0 < other.min and other.held < other.min):
+                return other
+        return rs
 
     def _take_back_lent(self, leaf: str, rs: RequestState, g: str, v: GroupView) -> None:
         """The owner reclaims slots it lent, worst-ranked borrower first, with the
