@@ -45,6 +45,7 @@ class CyclePart:
     _excess_cache: dict[tuple[str, str], dict[str, int]]
     _victim_lists: dict[tuple[str, str], list]
     _sparing: bool
+    _spared: dict[tuple[str, str], dict[str, int]]
     could_cache: dict[tuple, int]
     _no_fit: dict[tuple[str, str, str], int]
     stuck: set[tuple[str, str]]

@@ -164,6 +164,7 @@ class Reclaims(CyclePart):
     def _reclaim_pool(self) -> None:
         parent_mode = self.policy.share_enforcement.value == "parent"
         self._sparing = True  # the excess leaves protected work out (_excess)
+        self._spared = {}
         for quotas in self._quota_passes():
             self._excess_cache = {}
             self._victim_lists = {}
@@ -245,7 +246,12 @@ class Reclaims(CyclePart):
             every = self.policy.share_enforcement.value == "parent"
             ex = {}
             # phase 6 spares protected work (engine/rigid.py): it is not counted as excess
-            spared = protected_held(self.s, v.name, src) if self._sparing and self.s.protected else None
+            spared = None
+            if self._sparing and self.s.protected:
+                # the same within phase 6: no reclaim for fairness marks protected work
+                spared = self._spared.get((v.name, src))
+                if spared is None:
+                    spared = self._spared[(v.name, src)] = protected_held(self.s, v.name, src)
             if owner == ROOT and not every:
                 # the public pool lies above every leaf: only those with books here can hold some
                 pairs = usage.items()
