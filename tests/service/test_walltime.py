@@ -153,3 +153,17 @@ def test_walltime_and_started_at_survive_a_restart_and_so_does_the_planned_start
     finally:
         agent.kill()
         m.proc.kill()
+
+
+def test_alloc_view_says_the_walltime_the_start_and_the_end_by_it():
+    from datetime import datetime
+
+    from apportion.cli.live import _run_time
+
+    t = 1_700_000_000.0
+    wall, start, ends = _run_time({"walltime": 90.0, "started_at": t})
+    assert wall == "90s"
+    assert start.startswith(datetime.fromtimestamp(t).strftime("%H:%M:%S") + " (")
+    assert ends.startswith(datetime.fromtimestamp(t + 90).strftime("%H:%M:%S") + " (")
+    assert _run_time({"walltime": None, "started_at": t})[0::2] == ["-", "-"]  # no end without a walltime
+    assert _run_time({"walltime": 90.0, "started_at": None})[1:] == ["-", "-"]  # not started
