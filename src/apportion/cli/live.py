@@ -332,6 +332,14 @@ def _reservation_text(a: dict[str, Any]) -> str:
     return f"reserved, planned start at {datetime.fromtimestamp(start).strftime('%H:%M:%S')}"
 
 
+def _run_time(a: dict[str, Any]) -> list[str]:
+    """How long its work runs once started (the client's word), when it started (first held
+    its min), and when it ends by then (the engine plans reservations' starts with that)."""
+    wall, start = a.get("walltime"), a.get("started_at")
+    ends = start + wall if isinstance(start, (int, float)) and isinstance(wall, (int, float)) else None
+    return [f"{wall:g}s" if isinstance(wall, (int, float)) else "-", _when(start), _when(ends)]
+
+
 def _print_allocations(allocs: list[dict[str, Any]], title: str | None = None) -> None:
     print_table(out, _table(title, ("ID", "CLIENT", "CONSUMER", "GROUPS", "MIN", "MAX", "ALLOCATED", "RECLAIMING", "HOSTS",
                                     "STATE"),
@@ -358,6 +366,8 @@ def alloc_view(id: Annotated[int, typer.Argument(help="The allocation id.")],
         _print_allocations([a], f"allocation {id}")
         if a.get("hosts"):
             print_table(out, _table("allocated", ("HOST", "SLOTS"), sorted(a["hosts"].items())))
+        if a.get("walltime") is not None or a.get("started_at") is not None:
+            print_table(out, _table("run time", ("WALLTIME", "STARTED", "ENDS BY"), [_run_time(a)]))
         if a.get("reclaiming"):
             print_table(out, _table("being reclaimed", ("HOST", "SLOTS", "DEADLINE", "FOR"),
                                     ((r.get("host"), r.get("slots"), _when(r.get("deadline")), r.get("for"))

@@ -10,6 +10,8 @@ stopped by signal N (Ctrl-C is SIGINT, 2; `timeout` and service managers send SI
 a closed terminal SIGHUP, 1) it exits 128 + N once everything is stopped, as a shell
 reports a command a signal ended; a reclaim of any of its slots stops the commands and
 exits 75 (EX_TEMPFAIL: the share was wanted elsewhere, try again later), saying so.
+``--walltime`` says how long the command runs once started (service/walltimes.py); while
+the slots wait with a reservation, the progress line says so, with the planned start.
 """
 
 from __future__ import annotations
@@ -68,9 +70,9 @@ def exit_code(a: dict[str, Any]) -> int:
 class Runner:
     def __init__(self, api: Client, consumer: str, group: str | None, slots: int, select: str | None,
                  argv: list[str], out: Any = sys.stdout, err: Any = sys.stderr,
-                 resources: dict[str, Any] | None = None) -> None:
+                 resources: dict[str, Any] | None = None, walltime: float | None = None) -> None:
         self.api, self.consumer, self.group, self.slots, self.select = api, consumer, group, slots, select
-        self.resources = resources
+        self.resources, self.walltime = resources, walltime
         self.argv, self.out, self.err = argv, out, err
         self.client: int | None = None
         self.alloc: int | None = None
@@ -113,7 +115,7 @@ class Runner:
             name = f"run-{socket.gethostname()}-{os.getpid()}-{int(time.time())}"
             self.client = self.api.register(name, self.consumer)
             a = self.api.allocate(self.consumer, self.group, self.slots, self.slots, requirement=self.select,
-                                  resources=self.resources)
+                                  resources=self.resources, walltime=self.walltime)
             self.alloc = int(a["id"])
             hosts = self._wait_for_grant()
             if hosts is None:
@@ -144,11 +146,15 @@ class Runner:
                      " (the same signal again to stop waiting)")
 
     def _wait_for_grant(self) -> dict[str, int] | None:
+        from apportion.cli.live import _reservation_text
+
         tty = self.err.isatty()
         last = None
         while not self.interrupted:
             a = self.api.allocation(self.alloc)
             line = f"waiting for {self.slots} slot(s) of {self.consumer}: {a['held']} granted"
+            if a.get("reserved"):
+                line += f" ({_reservation_text(a)})"
             if a["held"] >= self.slots:
                 self.say(("\r" if tty else "") + f"granted {a['held']} slot(s): "
                          + ", ".join(f"{h}:{n}" for h, n in sorted(a["hosts"].items())))
@@ -235,6 +241,10 @@ def run(command: Annotated[list[str], typer.Argument(help="The command and its a
         = 1,
         host_select: Annotated[str | None, typer.Option(
             "--host-select", help="Only hosts this requirement selects, e.g. 'select(mem > 8)'.")] = None,
+        walltime: Annotated[float | None, typer.Option(
+            "--walltime", help="Seconds the command runs once started, if known: a reservation's planned start "
+            "is made of such times, and a short job may start early on slots kept for a wider one "
+            "(backfill). Nothing stops the command past it.")] = None,
         resources: Annotated[str | None, typer.Option(
             "--resources", help="What each slot needs, e.g. cores=8,memory=64,gpus=1,gpu_model=A100 (memory in "
             "GB; gpus=0.5 shares a device). Each command sees only its GPUs in CUDA_VISIBLE_DEVICES.")] = None,
@@ -251,15 +261,20 @@ def run(command: Annotated[list[str], typer.Argument(help="The command and its a
     from apportion.cli.live import _client, _fail
 
     from apportion.client import parse_resources
+    from apportion.client._calls import walltime_of
 
     if not command:
         raise typer.BadParameter("name the command to run after --", param_hint="COMMAND")
+    try:
+        walltime = walltime_of(walltime) if walltime is not None else None
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--walltime") from None
     try:
         need = parse_resources(resources) if resources is not None else None
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--resources") from None
     with _client(master, token_file) as api:
-        runner = Runner(api, consumer, group, slots, host_select, list(command), resources=need)
+        runner = Runner(api, consumer, group, slots, host_select, list(command), resources=need, walltime=walltime)
         try:
             code = runner.run()
         except ApportionError as e:

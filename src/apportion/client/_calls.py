@@ -10,6 +10,7 @@ client's is an awaitable of it).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,6 +25,19 @@ __all__ = ["Call", "Endpoints"]
 
 def _key(name: str) -> Callable[[Any], Any]:
     return lambda body: body[name]
+
+
+MAX_WALLTIME = 1e8  # seconds: the most the master takes (docs/service.md)
+
+
+def walltime_of(value: Any) -> float:
+    """``value`` as the API takes a walltime (seconds, above 0, at most ``MAX_WALLTIME``);
+    ValueError naming the field otherwise (the master checks again: a 422 naming it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"walltime: a number of seconds, not {value!r}")
+    if not 0 < value <= MAX_WALLTIME:
+        raise ValueError(f"walltime: {value!r} seconds is not above 0 and at most {MAX_WALLTIME:g}")
+    return float(value)
 
 
 def _drop_none(**fields: Any) -> dict[str, Any]:
@@ -73,7 +87,7 @@ class Endpoints:
     def allocate(self, consumer: str, group: str | Sequence[str] | None, min: int, max: int, *,
                  client: int | None = None, slots_per_instance: int = 1, exclusive: bool = False,
                  requirement: str | None = None, memory: float | None = None,
-                 resources: Mapping[str, Any] | None = None) -> Any:
+                 resources: Mapping[str, Any] | None = None, walltime: float | None = None) -> Any:
         """Ask for slots: -> the new allocation (``Allocation``, with its ``id``).
 
         ``group``: a resource group, an ordered list of them, or None (the
@@ -82,8 +96,12 @@ class Endpoints:
         ``resources``: what each slot needs, ``{"cores": 8, "memory": 64, "gpus": 1,
         "gpu_model": "A100"}`` (memory in GB; ``gpus: 0.5`` shares one device); the
         allocation's ``devices`` then says which GPUs and cores its activities got on each host.
+        ``walltime``: seconds its work runs once started, when known (a rigid request's
+        planned start, and backfill, are made of such times; nothing ends the work past it).
         """
         res = resources_of(resources) if resources is not None else None
+        if walltime is not None:
+            walltime = walltime_of(walltime)
         if client is None:
             client = self.client_id
         if client is None:
@@ -99,6 +117,8 @@ class Endpoints:
             body["memory"] = memory
         if res is not None:
             body["resources"] = res
+        if walltime is not None:
+            body["walltime"] = walltime
         return self._send(Call("POST", "/v1/allocations", json=body))
 
     def allocation(self, allocation: int) -> Any:

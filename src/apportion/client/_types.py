@@ -29,6 +29,10 @@ class Allocation(TypedDict, total=False):
     reclaiming: list[Reclaiming]
     resources: dict[str, Any] | None  # what each slot asked for: cores, memory (GB), gpus, gpu_model
     devices: dict[str, list[dict[str, Any]]]  # host -> [{"activity", "gpus", "gpu_share"?, "cpus"?}] held now
+    walltime: float | None  # seconds its work runs once started, as the client said
+    started_at: float | None  # when it first held its min (Unix seconds)
+    reserved: bool  # a rigid allocation waiting with slots kept for it
+    planned_start: float | None  # when it is planned to start (Unix seconds; None: not known)
 
 
 class Activity(TypedDict, total=False):

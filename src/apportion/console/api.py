@@ -176,8 +176,10 @@ async def queue(limit: int = Query(500, ge=1, le=10_000, description="at most th
     reservations and services waiting for a process, or holding fewer than they deserve),
     each with its age, its position among its consumer's waiting requests (the order the
     engine serves them in; DUCC: among its class's waiting work, by submission), why it
-    waits (``pending_reason``, counted from what the master published) and ``planned_start``
-    (null: the engine plans no start times); ``total``: how many wait, of which the first
+    waits (``pending_reason``, counted from what the master published), whether it is a rigid
+    allocation waiting with slots kept for it (``reserved``) and its ``planned_start`` (Unix
+    seconds, from the running work's walltimes; null: not known, or not reserved; DUCC plans
+    no start times); ``total``: how many wait, of which the first
     ``limit`` are listed (``allocation``: that one only, if it waits; EGO)."""
     p, m = c.p, c.m
     now = time.time()

@@ -215,7 +215,7 @@ def ego_queue(m: Master, p: Principal, report: Any, now: float, limit: int = 500
                     "position": position, "queue_length": len(queue), "free_in_groups": free,
                     "pending_reason": _why(m, a, groups, free, report.consumers, position or 0,
                                            (position or 1) - 1),
-                    "planned_start": None})
+                    "reserved": a.reserved, "planned_start": a.planned_start})
     return len(waiting), out
 
 

@@ -26,6 +26,7 @@ from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
 from apportion.service import commitguard, execution, hoststates, liveplan
 from apportion.service import devices, quotas
+from apportion.service import walltimes
 from apportion.service.hostfaults import StartFailures
 from apportion.service.refusal import ApiError  # here too: `from apportion.service.master import ApiError`
 from apportion.service.published import (
@@ -168,7 +169,8 @@ class Master:
         req = parse_requirement(a.requirement) if a.requirement else None
         return Request(id=str(a.id), consumer=a.consumer, max=a.max, min=a.min, groups=tuple(a.groups),
                        order=a.order, exclusive=a.exclusive, requirement=req, requirement_text=a.requirement,
-                       seq=a.seq)
+                       seq=a.seq,
+                       walltime=a.walltime)
 
     def _restore(self, snap: Snapshot) -> None:
         by_request: dict[int, list[HoldingPub]] = {}
@@ -208,6 +210,7 @@ class Master:
         for name, h in self.hosts.items():
             if name in s.hosts and s.hosts[name].state.value != h.state:
                 self.engine.set_host_state(name, HostState(h.state), keep_in_use=True)
+        walltimes.restore(self)
         s.changed = set()
         self._publish_holdings_full([(a.id, self._holding(a)) for a in self.engine.state.allocs.values()])
 
@@ -322,6 +325,7 @@ class Master:
         self.last_cycle_seconds = time.perf_counter() - started
         self.cycles += 1
         self._record(decisions, batch)
+        walltimes.note_started(self, decisions, batch, now)
         self._enforce_fences(batch)
         self._holdings_into(batch)
         return decisions
@@ -569,7 +573,8 @@ class Master:
 
     def op_create_allocation(self, client: int, consumer: str, groups: list[str], mn: int, mx: int,
                              order: int, exclusive: bool, requirement: str | None, memory: float | None = None,
-                             resources: dict[str, Any] | None = None) -> Callable[[Batch, float], AllocationPub]:
+                             resources: dict[str, Any] | None = None,
+                             walltime: float | None = None) -> Callable[[Batch, float], AllocationPub]:
         def run(batch: Batch, now: float) -> AllocationPub:
             if client not in self.clients:
                 raise ApiError(422, f"client: no client {client}")
@@ -579,7 +584,8 @@ class Master:
             self.check_allocation(consumer, groups, mn, mx, order, requirement)
             quotas.check_allocation(self, consumer, mx)
             a = AllocationPub(self._next_alloc, client, consumer, groups, mn, mx, order, exclusive, requirement,
-                              [], self._seq, now, memory, resources=resources)
+                              [], self._seq, now, memory, resources=resources,
+                              walltime=walltime)
             self.engine.submit(self._request(a))
             self._next_alloc += 1
             self._seq += 1

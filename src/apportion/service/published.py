@@ -61,6 +61,8 @@ class AllocationPub:
     # seconds; None: not known, or no reservation)
     reserved: bool = False
     planned_start: float | None = None
+    walltime: float | None = None  # seconds it runs once started, as the client said (service/walltimes.py)
+    started_at: float | None = None  # when it first held its min (Unix seconds; None: not yet)
 
     def json(self) -> dict[str, Any]:
         return {
@@ -72,6 +74,7 @@ class AllocationPub:
                            for h in sorted(self.reclaiming.values(), key=lambda h: (h.deadline or 0, h.host))],
             "memory": self.memory, "resources": self.resources,
             "reserved": self.reserved, "planned_start": self.planned_start,
+            "walltime": self.walltime, "started_at": self.started_at,
         }
 
 

@@ -223,6 +223,14 @@ const host = {
 };
 
 // --- Queue ------------------------------------------------------------------------------
+// a rigid allocation waiting with slots kept for it: when it is planned to start, if known
+function plannedStart(w) {
+  if (!w.reserved) return '<span class="muted">–</span>';
+  if (w.planned_start == null) return "reserved, start unknown";
+  const left = w.planned_start - Date.now() / 1000;
+  return `reserved, planned start at ${esc(fmtTime(w.planned_start))} <span class="muted">(${left >= 0 ? `in ${fmtDur(left)}` : `${fmtDur(-left)} late`})</span>`;
+}
+
 const queue = {
   title: "Queue", kinds: ["allocations", "jobs", "hosts", "plan"],
   async render() {
@@ -236,7 +244,7 @@ const queue = {
       <td>${esc(fmtTime(w.since))}</td><td class="n">${elapsed(w.since)}</td>
       <td class="n" data-k="position">${w.position == null ? "" : `${w.position} of ${w.queue_length}`}</td>
       <td data-k="reason" class="reason">${esc(w.pending_reason)}</td>
-      <td>${w.planned_start ? `${esc(fmtTime(w.planned_start))} (in ${fmtDur(w.planned_start - Date.now() / 1000)})` : '<span class="muted">–</span>'}</td></tr>`);
+      <td data-k="planned">${plannedStart(w)}</td></tr>`);
     return `<h1>Queue <span class="muted">(work that waits, oldest first)</span></h1>
       <p class="muted">${ducc ? "Jobs, reservations and services waiting for a process, or holding fewer than they deserve now; the reason is the scheduler's own. Position: among the waiting work of its class, by submission."
         : "Allocations holding less than their max. Position: among its consumer's waiting requests, in the order the engine serves them. The reason is counted from what the master published."}</p>

@@ -41,6 +41,8 @@ MIN_GB = 4 / 1024
 MAX_GB = 1_000_000.0  # a petabyte: more than any one host has
 HostMemory = Annotated[float, Field(ge=0, le=MAX_GB, allow_inf_nan=False)]
 SlotMemory = Annotated[float, Field(ge=MIN_GB, le=MAX_GB, allow_inf_nan=False, strict=True)]
+MAX_WALLTIME = 1e8  # seconds (over three years): more than any batch system's time limit
+Walltime = Annotated[float, Field(gt=0, le=MAX_WALLTIME, allow_inf_nan=False, strict=True)]
 
 Arg = Annotated[str, StringConstraints(max_length=10_000), Free]  # a NUL byte cannot reach exec(): refused at the door
 Cwd = Annotated[str, StringConstraints(min_length=1, max_length=4096), Free]
@@ -107,6 +109,8 @@ class AllocationIn(_In):
     # GB per slot its activities may use, when less than their part of the host's memory
     memory: SlotMemory | None = None
     resources: SlotResources | None = None  # what each slot needs; none: a plain slot request
+    # seconds its work runs once started, when the client knows (service/walltimes.py)
+    walltime: Walltime | None = None
 
 
 class AllocationChange(_In):

@@ -77,6 +77,8 @@ class RequestRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
     memory: Mapped[float | None] = mapped_column(Float, nullable=True)  # GB per slot asked for (limits)
     resources: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # what each slot needs
+    walltime: Mapped[float | None] = mapped_column(Float, nullable=True)  # seconds it runs once started, if said
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # when it first held its min
 
 
 class HoldingRow(Base):

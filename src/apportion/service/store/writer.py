@@ -118,7 +118,7 @@ def _alloc_row(a: AllocationPub) -> dict[str, Any]:
     return {"id": a.id, "client": a.client, "consumer": a.consumer, "groups": a.groups, "min": a.min,
             "max": a.max, "order": a.order, "exclusive": a.exclusive, "requirement": a.requirement,
             "blocked": a.blocked, "seq": a.seq, "created_at": a.created_at, "memory": a.memory,
-            "resources": a.resources}
+            "resources": a.resources, "walltime": a.walltime, "started_at": a.started_at}
 
 
 def _holding_row(hid: int, h: HoldingPub) -> dict[str, Any]:
@@ -166,7 +166,8 @@ class StoreWriter:
                      for r in c.execute(select(HostRow))]
             allocs = [AllocationPub(r.id, r.client, r.consumer, list(r.groups), r.min, r.max, r.order, r.exclusive,
                                     r.requirement, list(r.blocked or []), r.seq, r.created_at, r.memory,
-                                    resources=r.resources if isinstance(r.resources, dict) else None)
+                                    resources=r.resources if isinstance(r.resources, dict) else None,
+                                    walltime=r.walltime, started_at=r.started_at)
                       for r in c.execute(select(RequestRow))]
             holdings = [(r.id, HoldingPub(r.request, r.group, r.host, r.slots, r.source, r.deadline, r.beneficiary,
                                           r.reason))
