@@ -142,7 +142,7 @@ def test_alibaba_pods_through_map_and_simulate_by_kind(tmp_path: Path):
                             "--out", str(out)])
     assert r.exit_code == 0, r.output
     summary = " ".join(r.output.split())
-    assert "by kind: utilisation by kind, held over the run: cores" in summary
+    assert "by kind: utilisation by kind, allocated over the run: cores" in summary
     assert "GPU fragmentation (FGD's measure" in summary
     res = json.loads((out / "result.json").read_text())
     k = res["kinds"]

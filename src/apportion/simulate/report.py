@@ -42,21 +42,21 @@ KIND_NAMES = {"cores": "cores", "memory": "memory", "gpus": "GPUs"}
 
 
 def kinds_text(res: dict[str, Any]) -> str:
-    """A replay by kind in a sentence: each kind's utilisation over the run and the most held
-    at once, and the GPU fragmentation (FGD's measure); "" for a replay of slots."""
+    """A replay by kind in a sentence: each kind's utilisation over the run and the most
+    allocated at once, and the GPU fragmentation (FGD's measure); "" for a replay of slots."""
     k = res.get("kinds")
     if not k:
         return ""
     most = k.get("utilisation_max", {})
     parts = [f"{KIND_NAMES.get(name, name)} {u:.1%} (most at once {most.get(name, 0.0):.1%})"
              for name, u in k["utilisation"].items()]
-    text = "utilisation by kind, held over the run: " + ", ".join(parts)
+    text = "utilisation by kind, allocated over the run: " + ", ".join(parts)
     f = k.get("gpu_fragmentation")
     if f:
         peak = f["at_peak"]
         text += (f"; GPU fragmentation (FGD's measure: free GPU capacity a typical task cannot use) "
                  f"{f['mean']:.1%} of the GPUs on average ({f['of_free']:.1%} of those free), at most "
-                 f"{f['max']:.1%}; {peak['fragmentation']:.1%} when the most GPUs were held "
+                 f"{f['max']:.1%}; {peak['fragmentation']:.1%} when the most GPUs were allocated "
                  f"({peak['gpus_allocated']:.1%})")
     return text
 
@@ -117,7 +117,7 @@ def plots(res: dict[str, Any], series: dict[str, Any]) -> dict[str, bytes]:
     if kinds and days:
         fig, ax = plt.subplots(figsize=(9, 2.8))
         for name, values in kinds["utilisation"].items():
-            ax.plot(days, [u * 100 for u in values], lw=1, label=f"{KIND_NAMES.get(name, name)} held")
+            ax.plot(days, [u * 100 for u in values], lw=1, label=f"{KIND_NAMES.get(name, name)} allocated")
         if kinds.get("gpu_fragmentation") is not None:
             ax.plot(days, [u * 100 for u in kinds["gpu_fragmentation"]], lw=1, ls="--", color="tab:red",
                     label="GPUs fragmented (FGD)")

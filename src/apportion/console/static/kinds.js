@@ -27,7 +27,7 @@ export const resources = {
     const kinds = v.kinds;
     const totals = v.totals;
     const cards = kinds.map((k) => `<div class="card" data-kind-card="${esc(k)}"><div class="v">${kindBar(v.used[k] || 0, totals[k] || 0, 130)}</div>
-      <div class="k"><span data-k="used-${esc(k)}">${amount(k, v.used[k] || 0)}</span> of <span data-k="total-${esc(k)}">${amount(k, totals[k] || 0)}</span> ${esc(label(k))} held</div></div>`).join("");
+      <div class="k"><span data-k="used-${esc(k)}">${amount(k, v.used[k] || 0)}</span> of <span data-k="total-${esc(k)}">${amount(k, totals[k] || 0)}</span> ${esc(label(k))} allocated</div></div>`).join("");
     const share = (r) => r.dominant_kind ? `<span data-k="dominant">${pct(r.dominant_share)}</span> <span class="muted">${esc(label(r.dominant_kind))}</span>` : '<span class="muted">–</span>';
     const crow = v.consumers.map((r) => {
       const depth = r.consumer === "/" ? 0 : r.consumer.split("/").length - 1;
@@ -47,8 +47,8 @@ export const resources = {
     const pages = Math.max(1, Math.ceil(v.total / SIZE));
     const to = (p) => { const x = new URLSearchParams(route.params); x.set("page", p); return `#/resources?${x}`; };
     return `<h1>Resources by kind</h1>
-      <p class="muted">What the allocations hold of each kind: a slot counts what its request asked for of each
-        (cores, memory, GPUs), and otherwise its part of its host's cores and memory. The bars are held over what the
+      <p class="muted">What is allocated of each kind: a slot counts what its request asked for of each
+        (cores, memory, GPUs), and otherwise its part of its host's cores and memory. The bars are what is allocated over what the
         hosts not lost have${session.admin ? "" : "; consumers outside this token's scope are summed in one line"}.</p>
       <div class="cards" id="kind-totals">${cards}</div>
       <h2>Consumers <small class="muted">(a parent: its subtree; the dominant share is the largest, over the kinds, of what it holds of the cluster${Object.keys(v.weights || {}).length ? ", weighted by the plan's weights" : ""})</small></h2>
