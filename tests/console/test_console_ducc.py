@@ -238,3 +238,10 @@ def test_the_queue_shows_waiting_work_with_the_schedulers_reason(browser, ducc):
         with m.http() as c:
             for r in res:
                 c.delete(f"/v1/reservations/{r}")
+
+
+def test_a_ducc_master_has_no_resources_page(ducc):
+    """Its shares are quanta of a machine's memory, not kinds: ``/v1/kindmap`` says so (409)."""
+    with ducc.http() as c:
+        r = c.get("/v1/kindmap")
+    assert r.status_code == 409 and "DUCC" in r.json()["detail"]

@@ -368,7 +368,7 @@ def test_the_assets_are_the_packages_own_and_hold_no_data(ego):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in r.headers["content-security-policy"]
     assert "http://" not in r.text and "https://" not in r.text  # no CDN
-    for name in ("app.js", "core.js", "pages.js", "ducc.js", "svg.js", "console.css", "favicon.svg"):
+    for name in ("app.js", "core.js", "pages.js", "kinds.js", "ducc.js", "svg.js", "console.css", "favicon.svg"):
         got = httpx.get(f"{m.url}/ui/{name}")
         assert got.status_code == 200 and "https://" not in got.text, name
     # the favicon is the package's own, linked from the page
@@ -380,6 +380,7 @@ def test_the_assets_are_the_packages_own_and_hold_no_data(ego):
     # the data is behind the token, as everywhere in /v1
     assert httpx.get(m.url + "/v1/summary").status_code == 401
     assert httpx.get(m.url + "/v1/hostmap").status_code == 401
+    assert httpx.get(m.url + "/v1/kindmap").status_code == 401
 
 
 def test_hosts_are_named_searched_tabled_and_each_has_its_page(admin, ego):

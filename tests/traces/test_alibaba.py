@@ -25,11 +25,16 @@ def test_pods_and_nodes(tmp_path):
     ))
     trace = open_trace(tmp_path)  # the directory: its pod list, and the node list beside it
     assert isinstance(trace, AlibabaTrace) and trace.path == str(pods)
+    # resources: what each slot needs, the pod's cores and memory shared over its slots
     assert list(trace.jobs()) == [
-        TraceJob("pod-0", 0.0, 1000.0, 1, queue="LS", resource="gpu", memory=16.0),
-        TraceJob("pod-1", 5.0, 895.0, 1, queue="LS", resource="gpu", memory=12.0),
-        TraceJob("pod-2", 20.0, 200.0, 8, queue="Burstable", partition="V100M32", resource="gpu", memory=40.0),
-        TraceJob("pod-3", 30.0, 50.0, 3, queue="BE", resource="cpu", memory=4 / 3),
+        TraceJob("pod-0", 0.0, 1000.0, 1, queue="LS", resource="gpu", memory=16.0,
+                 resources=(("cores", 12.0), ("gpus", 1.0), ("memory", 16.0))),
+        TraceJob("pod-1", 5.0, 895.0, 1, queue="LS", resource="gpu", memory=12.0,
+                 resources=(("cores", 6.0), ("gpus", 0.46), ("memory", 12.0))),
+        TraceJob("pod-2", 20.0, 200.0, 8, queue="Burstable", partition="V100M32", resource="gpu", memory=40.0,
+                 resources=(("cores", 11.0), ("gpus", 1.0), ("memory", 40.0))),
+        TraceJob("pod-3", 30.0, 50.0, 3, queue="BE", resource="cpu", memory=4 / 3,
+                 resources=(("cores", 2.5 / 3), ("memory", 4 / 3))),
     ]
     assert trace.dropped == {"never scheduled": 1}
     assert trace.info.machines == (Machine("node-1", 32, 0, 256.0, ""), Machine("node-2", 96, 8, 768.0, "V100M32"))

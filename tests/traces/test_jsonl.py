@@ -89,3 +89,22 @@ def test_any_job_survives_the_round_trip(tmp_path_factory, batch):
     assert list(open_trace(path).jobs()) == batch
     for line in path.read_text(encoding="utf-8").split("\n")[:-1]:
         json.loads(line)  # each line is one JSON object
+
+
+def test_resources_by_kind_are_written_and_read_back(tmp_path):
+    """What each slot needs of each kind (an Alibaba pod's) goes out as an object and comes back
+    as the job had it; an empty or negative vector is a bad line naming the field."""
+    job = TraceJob("p1", 5.0, 895.0, 1, queue="LS", resource="gpu", memory=12.0,
+                   resources=(("cores", 6.0), ("gpus", 0.46), ("memory", 12.0)))
+    info = TraceInfo("jsonl", "", machines=(Machine("n1", 7, 2, 64.0, "T4", cores=7.5),))
+    path = tmp_path / "t.jsonl"
+    write_jsonl(path, [job], info)
+    assert '"resources":{"cores":6.0,"gpus":0.46,"memory":12.0}' in path.read_text()
+    trace = open_trace(path)
+    assert list(trace.jobs()) == [job]
+    assert trace.info.machines == info.machines
+    head = '{"id": "1", "submit": 0, "run": 5, "slots": 1, "resources": '
+    assert_one_bad_line(write(tmp_path / "a.jsonl", head + "{}}\n" + head + '{"cores": 1}}\n'), 1, "resources",
+                        "must be an object of kind", kept=["1"])
+    assert_one_bad_line(write(tmp_path / "b.jsonl", head + '{"cores": 1}}\n' + head + '{"cores": -1}}\n'), 2,
+                        "resources.cores", "must be 0 or more", kept=["1"])

@@ -13,7 +13,7 @@ from rich.table import Table
 from apportion.cli.tables import print_table
 from typer.core import TyperGroup
 
-from apportion.simulate.report import dropped_text, duration
+from apportion.simulate.report import dominant_text, dropped_text, duration, kinds_text
 
 out = Console()
 err = Console(stderr=True)
@@ -74,9 +74,13 @@ def render_result(console: Console, res: dict) -> None:
     left_out = dropped_text(res)
     if left_out:
         console.print(f"[yellow]left out:[/] {left_out}", highlight=False)
+    by_kind = kinds_text(res)
+    if by_kind:
+        console.print(f"[bold]by kind:[/] {by_kind}", highlight=False)
     t = Table(title="per consumer")
     for col in ("consumer", "jobs", "never", "wait mean", "wait p95", "bsld mean", "bsld p95", "allocated", "deserved",
-                "shortfall", "starved", "reclaims", "evictions", "lost slot-h", "FTF"):
+                "shortfall", "starved", "reclaims", "evictions", "lost slot-h", "FTF") + (("dominant share",) if by_kind
+                                                                                          else ()):
         t.add_column(col, justify="left" if col == "consumer" else "right")
     for path, c in res["consumers"].items():
         f = c["finish_time_fairness"]
@@ -85,7 +89,8 @@ def render_result(console: Console, res: dict) -> None:
                   f"{c['bounded_slowdown']['mean']:.2f}", f"{c['bounded_slowdown']['p95']:.2f}",
                   f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}", duration(c["shortfall_seconds"]),
                   duration(c.get("starved_seconds", 0.0)), f"{c['reclaims']:,}", f"{c['evictions']:,}",
-                  f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}")
+                  f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}",
+                  *((dominant_text(c),) if by_kind else ()))
     print_table(console, t)
     if res.get("baselines"):
         render_baselines(console, res)
@@ -239,14 +244,14 @@ def map_cmd(
                               "apportion simulate --sort)."),
 ) -> None:
     """A mapping with one consumer per group (or user, queue, partition) of TRACE."""
-    from apportion.simulate.cluster import cluster_from_info
+    from apportion.simulate.cluster import VECTOR_TRACES, cluster_from_info
     from apportion.simulate.run import open_any
     from apportion.traces.mapping import generate, render_map, render_plan
 
     try:
         tr = open_any(trace, kind, skip_bad, sort)
         mapping, plan = generate(tr, by, prefix)
-        if host_slots is not None:
+        if host_slots is not None or tr.info.kind in VECTOR_TRACES:  # Alibaba: hosts with resources
             plan.update(cluster_from_info(tr.info, host_slots))
     except _user_errors() as e:
         _say_problem(e)

@@ -7,6 +7,8 @@ hosts, which every user token may read):
   some 40 bytes each, not the whole host JSON), each with the consumer that holds most of
   it (``other`` for a consumer outside the token's scope), in slots (a DUCC master's in
   quanta, its shares' quanta counted as used); ``GET /v1/hostmap/{name}`` one host's page;
+- ``GET /v1/kindmap``: the cluster, the consumers and a page of hosts per resource kind
+  (slots, cores, memory, GPUs), with each consumer's dominant share (``console/kinds.py``);
 - ``GET /v1/queue``: the work that waits, its age, position and ``pending_reason``;
 - ``GET /v1/jobview/{id}``: a DUCC job with its processes and their output's last lines;
 - ``GET /v1/events``: every event the token may see, as Server-Sent Events, with a
@@ -155,6 +157,23 @@ async def hostmap(offset: int = Query(0, ge=0, le=2**31 - 1), limit: int = Query
         cap, used = size.get(h.name, (h.slots, m.host_used.get(h.name, 0)))
         tiles.append([h.name, cap, h.memory, h.state, h.closed, used, owner, len(m.live_on.get(h.name, {}))])
     return answer({**host_counts(m), "total": len(hosts), "offset": offset, "tiles": tiles, "owners": list(owners)})
+
+
+@router.get("/kindmap")
+async def kindmap(offset: int = Query(0, ge=0, le=2**31 - 1), limit: int = Query(200, ge=1, le=10_000),
+                  name: str | None = Query(None, max_length=200, description="only hosts whose name has this"),
+                  c: Caller = Depends(user)) -> Any:
+    """The Resources page (EGO): per kind (slots, cores, memory GB, GPUs, custom), the cluster's
+    ``totals`` and ``used``; every consumer the token may see with what its subtree holds
+    (``used``) and its ``dominant_share`` (and ``dominant_kind``); ``others``, what consumers
+    outside its scope hold; and a page of ``hosts`` (sorted by name), each with its ``total``,
+    ``used`` and ``gpus`` (device -> the part live activities hold), as ``/v1/hosts`` and
+    ``/v1/consumers`` count them."""
+    if c.m.kind == "ducc":
+        raise ApiError(409, "this master serves a DUCC plan: its shares are quanta of memory, not kinds")
+    from apportion.console.kinds import kind_view
+
+    return answer(kind_view(c.m, c.p, offset, limit, name))
 
 
 @router.get("/hostmap/{name}")

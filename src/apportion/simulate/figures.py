@@ -20,8 +20,10 @@ import math
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from apportion.simulate.kindfigures import KindRecorder
 
 BSLD_BOUND = 10.0  # seconds: bounded slowdown's floor on the run time
 SERIES_POINTS = 400  # points per series in the result (time-weighted means over bins)
@@ -136,6 +138,8 @@ class Recorder:
         self.unrunnable: dict[str, int] = {}
         self.samples = 0  # updates of what consumers deserve
         self._deserving: list[str] = []  # leaves the last deserved() gave something
+        # per-kind figures (simulate.kindfigures.KindRecorder) when jobs hold resource vectors
+        self.kinds: KindRecorder | None = None
 
     def _consumer(self, path: str) -> _Consumer:
         c = self.c.get(path)
@@ -163,6 +167,8 @@ class Recorder:
             self.last = t
             for c in self.c.values():
                 c.last = t
+            if self.kinds is not None:
+                self.kinds.begin(t)
         c = self._consumer(path)
         c.advance(t)
         c.queued += slots
@@ -171,17 +177,25 @@ class Recorder:
     def unrunnable_job(self, path: str) -> None:
         self.unrunnable[path] = self.unrunnable.get(path, 0) + 1
 
-    def start_job(self, path: str, t: float, slots: int) -> None:
+    def start_job(self, path: str, t: float, slots: int, need: tuple[tuple[str, float], ...] = (),
+                  host: str | None = None) -> None:
+        """A job of ``path`` starts at ``t`` on ``slots`` slots, each holding ``need`` of each
+        kind (on ``host``) when it asks by kind."""
         c = self._consumer(path)
         c.advance(t)
         c.queued -= slots
         self._held(c, t, slots)
+        if need and self.kinds is not None:
+            self.kinds.start(path, t, need, slots, host)
 
-    def stop_job(self, path: str, t: float, slots: int, requeued: bool) -> None:
+    def stop_job(self, path: str, t: float, slots: int, requeued: bool, need: tuple[tuple[str, float], ...] = (),
+                 host: str | None = None) -> None:
         c = self._consumer(path)
         self._held(c, t, -slots)
         if requeued:
             c.queued += slots
+        if need and self.kinds is not None:
+            self.kinds.stop(path, t, need, slots, host)
 
     def set_state(self, path: str, t: float, held: int, queued: int) -> None:
         """What ``path`` holds and whether it waits, from ``t`` on (elastic work, DUCC)."""
@@ -307,6 +321,11 @@ class Recorder:
             if des_mean > 0:
                 ratios.append(held_mean / des_mean)
                 devs.append(dev / self.capacity if self.capacity else 0.0)
+        kinds: dict[str, Any] | None = None
+        if self.kinds is not None:
+            kinds, per = self.kinds.result(start, end, consumers)
+            for path, line in consumers.items():
+                line["kinds"] = per[path]
         return {
             "jobs": self.jobs,
             "makespan": span,
@@ -328,6 +347,7 @@ class Recorder:
             "never_started": sum(len(c.open) for c in self.c.values()),
             "deserved_samples": self.samples,
             "consumers": consumers,
+            **({"kinds": kinds} if kinds is not None else {}),
         }
 
     def _ftf(self, c: _Consumer, end: float) -> float | None:
@@ -361,6 +381,8 @@ class Recorder:
         for path, c in sorted(self.c.items()):
             out["held"][path] = binned(c.series, edges, 0)
             out["deserved"][path] = binned(c.des_series, edges, 0)
+        if self.kinds is not None:
+            out["kinds"] = self.kinds.series(edges, binned)
         return out
 
 

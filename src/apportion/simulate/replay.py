@@ -8,7 +8,11 @@ happens to a job (docs/simulate.md, "The model"):
   rigid: ``min = max``, with its requested time (``walltime``, SWF field 9) when the
   trace has one, which reservations and backfill plan with (engine/backfill.py), in the group named by its resource (``cpu``/``gpu``) when the
   plan has one, else in any group of its consumer; requests keep arrival order
-  (``Request.seq``), and the engine serves a consumer's requests in that order;
+  (``Request.seq``), and the engine serves a consumer's requests in that order. On a
+  plan whose hosts have ``resources``, a job that says what each slot needs of each kind
+  (``TraceJob.resources``) asks for that vector, its slots together on one host
+  (``order``), and the engine shares the kinds by Dominant Resource Fairness; what it
+  holds of each kind is measured too (``kindfigures.KindRecorder``);
 - it **starts** at the cycle that grants it and runs for its run time, then releases;
 - a **reclaim** on any of its slots (deadline = cycle time + grace) stops it at the
   deadline unless it ends first: it is **evicted**, loses the work since it started
@@ -62,7 +66,7 @@ class SimulationError(ValueError):
 
 class _Job:
     __slots__ = ("job", "consumer", "rid", "attempt", "start", "end", "left", "done", "deadline", "marked",
-                 "groups", "submit", "checkpoint")
+                 "groups", "submit", "checkpoint", "need", "host")
 
     def __init__(self, job: TraceJob, consumer: str, groups: tuple[str, ...], checkpoint: float | None) -> None:
         self.job = job
@@ -78,6 +82,8 @@ class _Job:
         self.done = 0.0  # run kept by checkpoints over earlier attempts
         self.deadline: float | None = None
         self.marked = 0  # slots under reclaim
+        self.need: tuple[tuple[str, float], ...] = ()  # what each slot asks of each kind, when by kind
+        self.host: str | None = None  # where it runs (asked by kind: one host)
 
 
 @dataclass(slots=True)
@@ -96,7 +102,8 @@ class Replay:
 
     def __init__(self, plan: Plan, jobs: Iterable[TraceJob], resolve: Resolver, *,
                  tick: float = DEFAULT_TICK, sample: float = DEFAULT_SAMPLE,
-                 on_progress: Callable[[Progress], None] | None = None, progress_every: int = 2048) -> None:
+                 on_progress: Callable[[Progress], None] | None = None, progress_every: int = 2048,
+                 gpu_mix=None) -> None:
         if tick <= 0:
             raise SimulationError("tick must be above 0 seconds")
         self.plan = plan
@@ -116,6 +123,13 @@ class Replay:
         self._mapped: dict[tuple[str, str, str, str, str], tuple[str, float | None]] = {}
         self._room: dict[tuple[str, tuple[str, ...]], int] = {}
         self.rec = Recorder(self.capacity, sorted(self.leaves), entitled(plan))
+        # hosts with resources: jobs that say what they need of each kind ask by kind, and are
+        # measured by kind (``gpu_mix``: the workload's task types, for GPU fragmentation)
+        self.vectors = any(h.resources for h in plan.hosts)
+        if self.vectors:
+            from apportion.simulate.kindfigures import KindRecorder, engine_free
+
+            self.rec.kinds = KindRecorder(plan, engine_free(self.engine), gpu_mix)
         self.by_rid: dict[str, _Job] = {}
         self.ends: list[tuple[float, int, _Job, int]] = []
         self.kills: list[tuple[float, int, _Job, int]] = []
@@ -152,7 +166,7 @@ class Replay:
     def _groups(self, job: TraceJob, consumer: str) -> tuple[str, ...]:
         if job.resource in self.group_names:
             return (job.resource,)
-        if job.resource == "cpu":
+        if job.resource == "cpu" or (self.vectors and job.resources):
             return ()
         raise SimulationError(f"job {job.id} asks for {job.resource} slots and the plan has no resource group "
                               f"named {job.resource!r}")
@@ -177,7 +191,7 @@ class Replay:
         self._seq += 1
         n = j.job.slots
         self.engine.submit(Request(j.rid, j.consumer, max=n, min=n, groups=j.groups, seq=self._seq,
-                                   walltime=_walltime(j)))
+                                   walltime=_walltime(j), resources=j.need, order=n if j.need else 1))
         self.by_rid[j.rid] = j
         self.waiting += 1
 
@@ -189,6 +203,8 @@ class Replay:
             self.rec.unrunnable_job(consumer)  # could never start: left out, counted
             return
         j = _Job(job, consumer, groups, checkpoint)
+        if self.vectors:
+            j.need = job.resources
         self.rec.arrive(consumer, job.submit, job.slots)
         self._submit(j, job.submit)
 
@@ -201,7 +217,7 @@ class Replay:
         self.engine.release(j.rid)
         del self.by_rid[j.rid]
         n = j.job.slots
-        self.rec.stop_job(j.consumer, t, n, requeued=False)
+        self.rec.stop_job(j.consumer, t, n, requeued=False, need=j.need, host=j.host)
         self.rec.finish(j.consumer, j.submit, j.job.run, n, t)
         self.finished += 1
 
@@ -215,7 +231,7 @@ class Replay:
         n = j.job.slots
         self.engine.release(j.rid)
         del self.by_rid[j.rid]
-        self.rec.stop_job(j.consumer, t, n, requeued=True)
+        self.rec.stop_job(j.consumer, t, n, requeued=True, need=j.need, host=j.host)
         self.rec.evicted(j.consumer, (ran - kept) * n)
         j.left -= kept
         j.done += kept
@@ -255,8 +271,9 @@ class Replay:
                 continue
             j.start = t
             j.end = t + j.left
+            j.host = g.host
             self.waiting -= 1
-            self.rec.start_job(j.consumer, t, j.job.slots)
+            self.rec.start_job(j.consumer, t, j.job.slots, j.need, g.host)
             self._push(self.ends, j.end, j)
         for r in d.reclaims:
             j = by_rid.get(r.request)

@@ -3,7 +3,8 @@ no script, no stylesheet or font from anywhere else) and the same PNGs beside it
 
 The first screen answers the plan designer's questions: who waits longer, who is
 starved and for how long, how many reclaims and evictions and how much work they
-threw away, and how far each tenant was from its deserved share.
+threw away, and how far each tenant was from its deserved share; in a replay by kind,
+each kind's utilisation, the GPU fragmentation and the consumers' dominant shares.
 """
 
 from __future__ import annotations
@@ -35,6 +36,37 @@ def duration(s: float) -> str:
     if s >= 60:
         return f"{s / 60:,.1f} min"
     return f"{s:,.0f} s"
+
+
+KIND_NAMES = {"cores": "cores", "memory": "memory", "gpus": "GPUs"}
+
+
+def kinds_text(res: dict[str, Any]) -> str:
+    """A replay by kind in a sentence: each kind's utilisation over the run and the most
+    allocated at once, and the GPU fragmentation (FGD's measure); "" for a replay of slots."""
+    k = res.get("kinds")
+    if not k:
+        return ""
+    most = k.get("utilisation_max", {})
+    parts = [f"{KIND_NAMES.get(name, name)} {u:.1%} (most at once {most.get(name, 0.0):.1%})"
+             for name, u in k["utilisation"].items()]
+    text = "utilisation by kind, allocated over the run: " + ", ".join(parts)
+    f = k.get("gpu_fragmentation")
+    if f:
+        peak = f["at_peak"]
+        text += (f"; GPU fragmentation (FGD's measure: free GPU capacity a typical task cannot use) "
+                 f"{f['mean']:.1%} of the GPUs on average ({f['of_free']:.1%} of those free), at most "
+                 f"{f['max']:.1%}; {peak['fragmentation']:.1%} when the most GPUs were allocated "
+                 f"({peak['gpus_allocated']:.1%})")
+    return text
+
+
+def dominant_text(line: dict[str, Any]) -> str:
+    """A consumer's mean dominant share (and its largest), or "-" without kinds."""
+    k = line.get("kinds")
+    if not k:
+        return "-"
+    return f"{k['dominant_share_mean']:.2%} (max {k['dominant_share_max']:.1%})"
 
 
 def _top(res: dict[str, Any]) -> list[str]:
@@ -80,6 +112,21 @@ def plots(res: dict[str, Any], series: dict[str, Any]) -> dict[str, bytes]:
     ax.set_title("Allocated against deserved")
     ax.legend(fontsize=7, ncol=2, loc="upper right")
     out["held_vs_deserved"] = _png(fig)
+
+    kinds = series.get("kinds")
+    if kinds and days:
+        fig, ax = plt.subplots(figsize=(9, 2.8))
+        for name, values in kinds["utilisation"].items():
+            ax.plot(days, [u * 100 for u in values], lw=1, label=f"{KIND_NAMES.get(name, name)} allocated")
+        if kinds.get("gpu_fragmentation") is not None:
+            ax.plot(days, [u * 100 for u in kinds["gpu_fragmentation"]], lw=1, ls="--", color="tab:red",
+                    label="GPUs fragmented (FGD)")
+        ax.set_ylabel("% of the cluster")
+        ax.set_xlabel("days")
+        ax.set_ylim(0, 105)
+        ax.set_title("By kind over time")
+        ax.legend(fontsize=7, loc="upper right")
+        out["kinds"] = _png(fig)
 
     names = sorted(cs, key=lambda p: -cs[p]["wait"]["mean"])[:20]
     fig, ax = plt.subplots(figsize=(9, 0.3 * len(names) + 1.2))
@@ -148,6 +195,11 @@ def _answers(res: dict[str, Any]) -> list[str]:
     dropped = dropped_text(res)
     if dropped:
         out.append(f"<b>Left out:</b> {html.escape(dropped)}.")
+    by_kind = kinds_text(res)
+    if by_kind:
+        top = sorted(cs, key=lambda p: -(cs[p].get("kinds") or {}).get("dominant_share_mean", 0.0))[:3]
+        most = ", ".join(f"{html.escape(p)} {dominant_text(cs[p])}" for p in top)
+        out.append(f"<b>By kind:</b> {html.escape(by_kind)}. The largest mean dominant shares: {most}.")
     if not active:
         return [*out, "No job finished."]
     waits = sorted(active, key=lambda p: -cs[p]["wait"]["mean"])
@@ -197,6 +249,7 @@ def baselines_html(res: dict[str, Any]) -> str:
 
 def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "apportion simulate") -> str:
     cs = res["consumers"]
+    by_kind = bool(res.get("kinds"))
     rows = []
     for p in sorted(cs, key=lambda p: -cs[p]["wait"]["mean"]):
         c = cs[p]
@@ -205,7 +258,8 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
                      duration(c["wait"]["p95"]),
                      f"{c['bounded_slowdown']['mean']:.2f}", f"{c['held_mean']:,.1f}", f"{c['deserved_mean']:,.1f}",
                      duration(c["shortfall_seconds"]), f"{c['reclaims']:,}", f"{c['evictions']:,}",
-                     f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}"])
+                     f"{c['lost_slot_seconds'] / 3600:,.1f}", "-" if f is None else f"{f:.2f}"]
+                    + ([dominant_text(c)] if by_kind else []))
     imgs = "".join(
         f'<figure><img alt="{html.escape(k)}" src="data:image/png;base64,{base64.b64encode(v).decode()}">'
         f"</figure>" for k, v in pngs.items())
@@ -216,7 +270,7 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
     table = _table(rows, ["consumer", "jobs", "never started", "wait mean", "wait p95", "bounded slowdown",
                           "allocated (mean)",
                           "deserved (mean)", "shortfall", "reclaims", "evictions", "slot-h lost",
-                          "finish-time fairness"])
+                          "finish-time fairness"] + (["dominant share (mean)"] if by_kind else []))
     style = ("body{font-family:sans-serif;margin:1.5em;max-width:1100px}table{border-collapse:collapse;"
              "font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
              "td:first-child,th:first-child{text-align:left}li{margin:.3em 0}img{max-width:100%}")
@@ -225,7 +279,9 @@ def render_html(res: dict[str, Any], pngs: dict[str, bytes], title: str = "appor
             f"<ul>{answers}</ul>{table}{imgs}"
             "<p>Definitions: docs/simulate.md. Held and deserved are time-weighted means over the run; shortfall "
             "is time with jobs waiting and less held than deserved; finish-time fairness is the consumer's span "
-            "under sharing over its span alone on its entitled slice.</p></body></html>")
+            "under sharing over its span alone on its entitled slice"
+            + ("; a consumer's dominant share is the largest, over the kinds, of what it holds of the cluster's "
+               "total (Dominant Resource Fairness)" if by_kind else "") + ".</p></body></html>")
 
 
 def write_report(out: Path, res: dict[str, Any], series: dict[str, Any], name: str = "report.html") -> Path:

@@ -94,8 +94,13 @@ def simulate(plan_path: str | os.PathLike[str], trace_path: str | os.PathLike[st
 
         plan, _ = load_sim_plan(plan_path, tr.info, host_slots, data=plan_data)
         resolve = _resolver(plan, map_path)
+        mix = None
+        if any(h.resources for h in plan.hosts):  # by kind: the task types GPU fragmentation is measured over
+            from apportion.simulate.kindfigures import workload_mix
+
+            mix = workload_mix((j.resources, j.slots) for j in _arriving(tr.jobs(), arrivals, first))
         r = Replay(plan, iter_jobs(_arriving(tr.jobs(), arrivals, first)), resolve, tick=tick or DEFAULT_TICK,
-                   sample=sample, on_progress=on_progress)
+                   sample=sample, on_progress=on_progress, gpu_mix=mix)
         if on_replay is not None:
             on_replay(r)
         r.run()

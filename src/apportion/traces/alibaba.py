@@ -16,12 +16,19 @@ apportion's reading, one trace job per pod:
   counted (the GPU is the scarce resource the trace is about);
 - a pod without GPUs asks for ceil(cpu_milli / 1000) CPU slots (at least 1) in the "cpu"
   group;
+- ``resources``: what each of those slots needs of each kind, the pod's CPU, memory and
+  GPUs shared out over them: ``cores`` cpu_milli / 1000 / slots, ``memory`` memory_mib /
+  1024 / slots (GB), ``gpus`` 1 for whole GPUs, gpu_milli / 1000 for a share of one (a pod
+  asking for shares of several GPUs, none in the openb lists, asks num_gpu x gpu_milli /
+  1000 / slots of a GPU a slot: its shares pooled on as few GPUs as hold them); a replay
+  on hosts with resources (``simulate.cluster``) asks the engine for these vectors, all
+  the pod's slots on one host, and Dominant Resource Fairness shares the cluster;
 - ``queue`` is qos (LS, BE, Burstable, Guaranteed), ``partition`` gpu_spec (the GPU
   models it may run on, "" for any), ``user`` and ``group`` are "" (the trace has no
   users), ``memory`` memory_mib / 1024 / slots (GB per slot).
 
-The node list gives ``TraceInfo.machines`` (``cpus`` = cpu_milli // 1000, ``gpus``,
-memory GB, GPU model), ``processors`` and ``gpus`` their sums. It is ``nodes=`` when
+The node list gives ``TraceInfo.machines`` (``cpus`` = cpu_milli // 1000, ``cores`` =
+cpu_milli / 1000 when that is not whole, ``gpus``, memory GB, GPU model), ``processors`` and ``gpus`` their sums. It is ``nodes=`` when
 given, else the ``*node_list*`` file beside the pod list. A directory holding one
 ``*pod_list*`` file may be given instead of the file.
 """
@@ -110,13 +117,14 @@ def read_nodes(path: str | os.PathLike[str]) -> tuple[Machine, ...]:
         if "" in row:
             raise BadLine(source, line, "line", row[""])
         try:
-            cpus = _whole(row["cpu_milli"], "cpu_milli") // 1000
+            milli = _whole(row["cpu_milli"], "cpu_milli")
             memory = _whole(row["memory_mib"], "memory_mib") / 1024
             gpus = _whole(row["gpu"], "gpu") if row["gpu"] else 0
         except ValueError as exc:
             field, _, reason = str(exc).partition(":")
             raise BadLine(source, line, field, reason) from None
-        machines.append(Machine(row["sn"], cpus, gpus, memory, row["model"]))
+        machines.append(Machine(row["sn"], milli // 1000, gpus, memory, row["model"],
+                                cores=milli / 1000 if milli % 1000 else None))
     return tuple(machines)
 
 
@@ -171,12 +179,23 @@ class AlibabaTrace(TraceFile):
                 continue
             if gpus > 0:
                 resource = "gpu"
-                slots = gpus if gpu_milli >= 1000 or gpu_milli == 0 else max(1, math.ceil(gpus * gpu_milli / 1000))
+                whole = gpu_milli >= 1000 or gpu_milli == 0
+                slots = gpus if whole else max(1, math.ceil(gpus * gpu_milli / 1000))
+                per_gpu = 1.0 if whole else gpus * gpu_milli / 1000 / slots
             else:
                 resource = "cpu"
                 slots = max(1, math.ceil(cpu_milli / 1000))
+                per_gpu = 0.0
             yield TraceJob(
                 row["name"], float(created), float(deleted - scheduled), slots,
                 queue=intern(row["qos"]), partition=intern(row["gpu_spec"]), resource=resource,
                 memory=memory / 1024 / slots if memory else None,
+                resources=pod_vector(cpu_milli, memory, per_gpu, slots),
             )
+
+
+def pod_vector(cpu_milli: int, memory_mib: int, per_gpu: float, slots: int) -> tuple[tuple[str, float], ...]:
+    """What each of a pod's ``slots`` needs: its cores and memory (GB) shared out over them,
+    and ``per_gpu`` GPUs; kinds of 0 left out (a pod asking for nothing: ())."""
+    kinds = (("cores", cpu_milli / 1000 / slots), ("gpus", per_gpu), ("memory", memory_mib / 1024 / slots))
+    return tuple((k, a) for k, a in kinds if a > 0)

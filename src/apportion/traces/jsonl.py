@@ -17,7 +17,9 @@ are required, the rest optional with TraceJob's defaults::
 
 ``submit`` and ``run`` are seconds (numbers >= 0, ``run`` > 0), ``slots`` a whole number
 >= 1, ``resource`` "cpu" or "gpu", ``memory`` GB per slot and ``checkpoint`` seconds
-(numbers > 0, or null), the four match fields strings (numbers are taken as their text).
+(numbers > 0, or null), the four match fields strings (numbers are taken as their text),
+``resources`` an object of kind -> amount each slot needs (numbers >= 0, one above 0:
+``{"cores": 6, "gpus": 0.46, "memory": 12}``).
 An unknown key, a missing required key or a value of the wrong kind is a bad line naming
 the field. Blank lines are ignored.
 
@@ -110,6 +112,16 @@ def _ducc(value: Any) -> DuccWork:
     )
 
 
+def _kinds(value: Any) -> tuple[tuple[str, float], ...]:
+    """``resources``: an object of kind -> amount (each 0 or more, one above 0), as sorted pairs."""
+    if not isinstance(value, dict) or not value:
+        raise _Bad("resources", "must be an object of kind -> amount, e.g. {\"cores\": 2, \"gpus\": 0.5}")
+    pairs = tuple(sorted((str(k), _number(v, f"resources.{k}")) for k, v in value.items()))
+    if not any(a > 0 for _, a in pairs):  # type: ignore[operator]
+        raise _Bad("resources", "asks for nothing: one amount must be above 0")
+    return pairs  # type: ignore[return-value]
+
+
 def job_from_dict(data: Any, intern: Any = str) -> TraceJob:
     """A TraceJob from one decoded line; ``_Bad`` names the field that is wrong."""
     if not isinstance(data, dict):
@@ -132,6 +144,7 @@ def job_from_dict(data: Any, intern: Any = str) -> TraceJob:
         checkpoint=_number(data.get("checkpoint"), "checkpoint", above_zero=True, nullable=True),
         walltime=_number(data.get("walltime"), "walltime", above_zero=True, nullable=True),
         ducc=None if data.get("ducc") is None else _ducc(data["ducc"]),
+        resources=() if data.get("resources") is None else _kinds(data["resources"]),
         **match,
     )
 
@@ -164,6 +177,7 @@ def info_from_dict(data: Any, source: str) -> TraceInfo:
                 _text(m["name"], where + ".name"), _whole(m.get("cpus", 0), where + ".cpus", 0),
                 _whole(m.get("gpus", 0), where + ".gpus", 0),
                 _number(m.get("memory"), where + ".memory", nullable=True), _text(m.get("model", ""), where + ".model"),
+                _number(m.get("cores"), where + ".cores", nullable=True),
             ))
         values["machines"] = tuple(machines)
     return TraceInfo("jsonl", source, **values)
@@ -236,6 +250,8 @@ def job_to_dict(job: TraceJob) -> dict[str, Any]:
         if value != _DEFAULTS[name]:
             if name == "ducc":
                 value = {f: getattr(value, f) for f in DUCC_FIELDS}
+            elif name == "resources":
+                value = dict(value)
             out[name] = value
     return out
 

@@ -55,7 +55,11 @@ class TraceJob:
     per slot (per process for DUCC) if the trace says; ``checkpoint``: seconds between checkpoints if the trace says (a
     reclaimed job loses only the work since its last one); ``walltime``: the run time the
     job asked for (SWF's requested time), if the trace says: a batch scheduler's estimate
-    (EASY backfilling plans with it)."""
+    (EASY backfilling plans with it); ``resources``: what each of its slots needs of each
+    kind (cores, memory in GB, gpus: whole or a fraction below 1 of one), as sorted
+    (kind, amount) pairs, when the trace says (Alibaba's pods): a replay on hosts with
+    ``resources`` asks the engine for that vector, its slots together on one host;
+    () when the trace gives slots only."""
 
     id: str
     submit: float
@@ -70,19 +74,23 @@ class TraceJob:
     checkpoint: float | None = None
     ducc: DuccWork | None = None
     walltime: float | None = None
+    resources: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Machine:
     """One host a trace names (Alibaba's node list, DUCC's node file, Google's machine
     events): its name, CPU slots (0 when the trace does not say, as DUCC's node files,
-    whose hosts are counted in memory shares), GPUs and memory (GB, None when unknown)."""
+    whose hosts are counted in memory shares), GPUs and memory (GB, None when unknown);
+    ``cores``: its cores exactly (Alibaba's cpu_milli / 1000) where ``cpus`` rounds a
+    fraction down, None when ``cpus`` is exact or the trace does not say."""
 
     name: str
     cpus: int
     gpus: int = 0
     memory: float | None = None
     model: str = ""
+    cores: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

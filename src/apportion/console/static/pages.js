@@ -3,6 +3,7 @@
 // giving its HTML from /v1, after(el, route) wiring its controls}.
 import { HOST_STATES, api, confirmAction, countdown, elapsed, esc, fmtDur, fmtTime, hooks, listeners, session, stateChip, stateLegend, Refused } from "/ui/core.js";
 import { colorOf, lineChart, shareBar } from "/ui/svg.js";
+import { resources } from "/ui/kinds.js";
 
 const num = (k, v) => `<span data-k="${k}">${esc(v ?? 0)}</span>`;
 const card = (k, label, v, extra = "") => `<div class="card"><div class="v">${num(k, v)}${extra}</div><div class="k">${esc(label)}</div></div>`;
@@ -516,5 +517,5 @@ const audit = {
   },
 };
 
-export const EGO_PAGES = { overview, consumers, hosts, host, queue, allocations, allocation };
+export const EGO_PAGES = { overview, consumers, hosts, resources, host, queue, allocations, allocation };
 export const COMMON_PAGES = { activities, activity, events, plan, audit };

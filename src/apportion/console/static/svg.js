@@ -52,3 +52,28 @@ export function shareBar({ owned, deserved, held, borrowed, demand }, scale, wid
     <path d="M${w(deserved) - 4},0 L${w(deserved) + 4},0 L${w(deserved)},6 Z" fill="#2e8b57"/>
   </svg>`;
 }
+
+// What is held of one kind over what there is: a filled bar (red past the total).
+export function kindBar(used, total, width = 100) {
+  const f = total > 0 ? Math.min(1, used / total) : 0;
+  const over = total > 0 && used > total + 1e-9;
+  const title = `${+used.toFixed(3)} of ${+total.toFixed(3)}${total > 0 ? ` (${(100 * used / total).toFixed(1)}%)` : ""}`;
+  return `<svg class="bar kindbar" width="${width}" height="12" role="img" aria-label="${title}"><title>${title}</title>
+    <rect x="0" y="1" width="${width}" height="10" fill="#e6e9ef"/>
+    <rect x="0" y="1" width="${(f * width).toFixed(1)}" height="10" fill="${over ? "#c0392b" : "#2f5fd0"}" data-fill="${f.toFixed(4)}"/></svg>`;
+}
+
+// A host's GPUs as squares, each filled by the part of it that running activities hold
+// (parts: {index: part}, 1 a whole GPU).
+export function gpuCells(n, parts) {
+  n = Math.floor(n || 0);
+  if (!n) return '<span class="muted">–</span>';
+  const cells = [];
+  for (let i = 0; i < n; i++) {
+    const p = Math.min(1, Number((parts || {})[String(i)] || 0));
+    cells.push(`<g data-gpu="${i}" data-part="${p}"><title>GPU ${i}: ${+(100 * p).toFixed(1)}% held</title>
+      <rect x="${i * 14}" y="1" width="12" height="12" fill="#e6e9ef" stroke="#99a"/>
+      <rect x="${i * 14}" y="${1 + 12 * (1 - p)}" width="12" height="${12 * p}" fill="#2e8b57"/></g>`);
+  }
+  return `<svg class="gpus" width="${n * 14}" height="14" role="img" aria-label="${n} GPUs">${cells.join("")}</svg>`;
+}
