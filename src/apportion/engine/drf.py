@@ -135,6 +135,8 @@ class KindBook:
         # left a request while its processes still used it, kept off the host until they are gone:
         # (request, host) -> (slots, what each slot needs)
         self.changed: set[int] | None = None
+        self._spare: list[SortedDict] = []  # emptied wanting lists, to use again
+        self.touched: set[str] | None = None  # hosts whose part of their slots may have changed (None: not kept)
         self.in_use: dict[tuple[str, str], int] = {}
         self.fenced: dict[tuple[str, str], tuple[int, Vector]] = {}
 
@@ -147,7 +149,11 @@ class KindBook:
         if wants:
             self.wanting[rid] = kr
             for g in kr.groups:
-                self.wanting_by.setdefault(g, {}).setdefault(leaf, SortedDict())[kr.arrival] = kr
+                by_leaf = self.wanting_by.setdefault(g, {})
+                mine = by_leaf.get(leaf)
+                if mine is None:  # one emptied before if any (a SortedDict is slow to make)
+                    mine = by_leaf[leaf] = self._spare.pop() if self._spare else SortedDict()
+                mine[kr.arrival] = kr
                 counts = self.shapes_in.setdefault(g, {})
                 counts[kr.shape] = counts.get(kr.shape, 0) + 1
             return
@@ -161,6 +167,8 @@ class KindBook:
             del mine[kr.arrival]
             if not mine:
                 del self.wanting_by[g][leaf]
+                if len(self._spare) < 64:
+                    self._spare.append(mine)
 
     def forget_places(self) -> None:
         """Hosts changed outside this book (a state, a plan): free space is read again."""
@@ -233,8 +241,8 @@ class KindBook:
             raise ValueError(f"request {req.id!r} is already open")
         if req.consumer not in state.consumers or not state.consumers[req.consumer].is_leaf:
             raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
-        gpu_shape(dict(req.resources).get(GPUS, 0.0))  # a bad GPU amount is refused here
-        kr = self.requests[req.id] = KindRequest(req, state.groups_of(req), self._arrivals)
+        kr = KindRequest(req, state.groups_of(req), self._arrivals)  # a bad GPU amount is refused here
+        self.requests[req.id] = kr
         self._arrivals += 1
         self._track(kr)
         unit = self.unit
@@ -417,14 +425,19 @@ class KindBook:
         if self._deferred is not None:
             self._deferred.add(host)
             return
+        if self.touched is not None:
+            self.touched.add(host)
         h = state.hosts.get(host)
         if h is None:  # no longer in the plan
             return
         if h.state is HostState.DOWN or h.host.slots <= 0:
             return
-        cap = dict(h.host.resources)
-        used = self.host_used.get(host, {})
-        frac = max((a / cap[k] for k, a in used.items() if k in SLOT_KINDS and cap.get(k, 0.0) > EPS), default=0.0)
+        used = self.host_used.get(host)
+        frac = 0.0
+        if used:
+            for k, total in h.host.resources:
+                if k in SLOT_KINDS and total > EPS:
+                    frac = max(frac, used.get(k, 0.0) / total)
         have = state.fences.get((FENCE, host), 0)
         want = min(h.host.slots, max(0, math.ceil(frac * h.host.slots - 1e-6)))
         want = min(want, have + max(0, h.free))

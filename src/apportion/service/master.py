@@ -159,7 +159,7 @@ class Master:
         self._replan = False
         # the fences restored, published from the start (then by each step)
         self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = resources.fences(self.engine)
-        self.kind_slots = resources.kind_slots(self.engine)
+        self.kind_slots = resources.kind_slots(self.engine)  # and from here on, what changed of it
 
     # -- recovery -------------------------------------------------------------------
     def _reported(self) -> list[liveplan.ReportedHost]:
@@ -171,9 +171,10 @@ class Master:
 
     def _request(self, a: AllocationPub) -> Request:
         req = parse_requirement(a.requirement) if a.requirement else None
-        return resources.request(self, a, Request(
-            id=str(a.id), consumer=a.consumer, max=a.max, min=a.min, groups=tuple(a.groups), order=a.order,
-            exclusive=a.exclusive, requirement=req, requirement_text=a.requirement, seq=a.seq))
+        need = resources.slot_vector(a)  # what each slot needs, where it says (service/resources.py)
+        return Request(id=str(a.id), consumer=a.consumer, max=a.max, min=a.min, groups=tuple(a.groups),
+                       order=a.order, exclusive=a.exclusive, requirement=resources.where(self, a, need, req),
+                       requirement_text=a.requirement, seq=a.seq, resources=need)
 
     def _restore(self, snap: Snapshot) -> None:
         by_request: dict[int, list[HoldingPub]] = {}
@@ -327,6 +328,7 @@ class Master:
         self.last_cycle_seconds = time.perf_counter() - started
         self.cycles += 1
         self._record(decisions, batch)
+        batch.fences = resources.fences(self.engine)
         self._enforce_fences(batch)
         self._holdings_into(batch)
         return decisions
@@ -369,11 +371,11 @@ class Master:
             self._state_seen = e.state
             batch.holdings_full = [(a.id, self._holding(a)) for a in resources.allocations(e)]
             e.state.changed, e.kinds.changed = set(), set()
+            batch.kind_slots = dict.fromkeys(self.kind_slots, 0) | resources.kind_slots(e)
         else:
             for aid, a in resources.changed(e):
                 batch.holdings[aid] = None if a is None else self._holding(a)
-        batch.fences = resources.fences(e)
-        batch.kind_slots = resources.kind_slots(e)
+            batch.kind_slots = resources.kind_slots_changed(e, self.kind_slots)
 
     @staticmethod
     def _holding(a: Allocation) -> HoldingPub:
@@ -386,7 +388,10 @@ class Master:
         """Slots that left an allocation while its processes still use them: stop just
         enough of its activities on that host, newest first (SIGTERM, then SIGKILL after
         kill_grace); the slots are free once the agent reports them gone."""
-        for rid, host, _fenced, held in list(resources.fenced(self.engine)):
+        for (rid, host), fence in batch.fences.items():
+            if fence[0] <= 0:
+                continue
+            held = resources.held_on(self, int(rid), host)
             acts = sorted(self._live(int(rid), host), key=lambda a: -a.id)
             running = sum(a.slots for a in acts if not a.stop)
             for a in acts:
@@ -452,8 +457,11 @@ class Master:
         for hid, h in batch.holdings.items():
             self._put_holding(hid, h)
         self.fences = batch.fences
-        if batch.kind_slots is not None:
-            self.kind_slots = batch.kind_slots
+        for host, n in (batch.kind_slots or {}).items():  # what changed (0: none now)
+            if n:
+                self.kind_slots[host] = n
+            else:
+                self.kind_slots.pop(host, None)
         for client, body in batch.events:
             recent = self.recent_events.setdefault(client, [])
             recent.append(body)

@@ -65,15 +65,15 @@ def slot_vector(a: AllocationPub) -> Kinds:
     res = a.resources if isinstance(a.resources, dict) else None
     if not res:
         return ()
-    need = {k: _num(res.get(k)) for k in BUILT_IN}
-    if not need["memory"]:
-        need["memory"] = _num(a.memory)
-    if need["gpus"] > 1:
-        need["gpus"] = float(math.ceil(need["gpus"] - EPS))
+    need = [("cores", _num(res.get("cores"))), ("gpus", _num(res.get("gpus"))),
+            ("memory", _num(res.get("memory")) or _num(a.memory))]
+    if need[1][1] > 1:
+        need[1] = ("gpus", float(math.ceil(need[1][1] - EPS)))
     custom = res.get("custom")
-    for name, n in (custom.items() if isinstance(custom, dict) else ()):
-        need[name] = _num(n)
-    return tuple(sorted((k, v) for k, v in need.items() if v > 0))
+    if custom and isinstance(custom, dict):
+        need += [(name, _num(n)) for name, n in custom.items()]
+        need.sort()
+    return tuple(kv for kv in need if kv[1] > 0)
 
 
 def is_vector(a: AllocationPub) -> bool:
@@ -102,18 +102,15 @@ class VectorFilter:
         return bool(gpus) and all(devices.model_fits(self.model, g) for g in gpus)
 
 
-def request(m: Any, a: AllocationPub, base: Request) -> Request:
-    """``base`` (the allocation as a slot request) with its resources, where it asks for any."""
-    need = slot_vector(a)
+def where(m: Any, a: AllocationPub, need: Kinds, requirement: HostFilter | None) -> HostFilter | None:
+    """Where ``a`` may go: its ``requirement``, and for a vector request (``need``) its
+    ``gpu_model`` and the hosts it blocked too."""
     if not need:
-        return base
+        return requirement
     model = a.resources.get("gpu_model") if isinstance(a.resources, dict) else None
-    req = base.requirement
     if model or a.blocked:
-        req = VectorFilter(m.hosts, req, model if isinstance(model, str) and model else None, a.blocked)
-    return Request(id=base.id, consumer=base.consumer, max=base.max, min=base.min, groups=base.groups,
-                   order=base.order, requirement=req, requirement_text=base.requirement_text, seq=base.seq,
-                   resources=need)
+        return VectorFilter(m.hosts, requirement, model if isinstance(model, str) and model else None, a.blocked)
+    return requirement
 
 
 def check(exclusive: bool, resources: dict[str, Any] | None) -> str | None:
@@ -203,16 +200,6 @@ def forget_host(m: Any, name: str) -> None:
             del books[key]
 
 
-def fenced(e: Engine) -> Iterator[tuple[str, str, int, int]]:
-    """(request, host, slots fenced, slots held) for every request fenced on a host."""
-    s, book = e.state, e.kinds
-    for (rid, host), n in s.fences.items():
-        if n > 0 and rid != FENCE:
-            yield rid, host, n, s.held_on(rid, host)
-    for (rid, host), (n, _) in book.fenced.items():
-        yield rid, host, n, book.held_on(rid, host)
-
-
 def fences(e: Engine) -> dict[tuple[str, str], tuple[int, str | None, str | None, int]]:
     """What the store keeps of the fences: (request, host) -> (slots, group, pool owner, pooled).
     The part of a host's slots that vector work holds is not stored: the engine works it out."""
@@ -226,7 +213,20 @@ def fences(e: Engine) -> dict[tuple[str, str], tuple[int, str | None, str | None
 
 def kind_slots(e: Engine) -> dict[str, int]:
     """Host -> the slots of it that vector work holds (what slot work cannot have there)."""
+    e.kinds.touched = set()
     return {host: n for (rid, host), n in e.state.fences.items() if rid == FENCE and n > 0}
+
+
+def kind_slots_changed(e: Engine, published: Mapping[str, int]) -> dict[str, int] | None:
+    """What changed of ``kind_slots`` since it was last asked (0: none now), or None."""
+    book = e.kinds
+    if not book.touched:
+        return None
+    fences = e.state.fences
+    got = {host: fences.get((FENCE, host), 0) for host in book.touched}
+    book.touched = set()
+    got = {host: n for host, n in got.items() if n != published.get(host, 0)}
+    return got or None
 
 
 def allocations(e: Engine) -> Iterator[Allocation]:
