@@ -7,10 +7,12 @@
   and CUDA_DEVICE_ORDER=PCI_BUS_ID; an activity without GPUs sees CUDA_VISIBLE_DEVICES empty;
 - under cgroup v1 the devices controller refuses it the other GPU's node (EPERM) and lets it open
   its own and nvidiactl (ENXIO: the fake node has no driver behind it);
-- a start that needs a GPU when none is free is refused with 409, and changes nothing; once an
-  activity ends its GPU is free again; after a restart the master still knows who holds what;
-- `--pin-cores`: each activity gets its own CPUs (Cpus_allowed_list), and a start beyond the
-  cores is refused with 409; `resources.memory` is its memory limit.
+- the engine places GPU requests: a third allocation of one GPU waits while two hold the host's
+  two; once an activity ends its GPU is free again for its allocation; after a restart the master
+  still knows who holds what; an allocation deleted while its process runs frees its GPU for the
+  waiting one once that process is gone;
+- `--pin-cores`: each activity gets its own CPUs (Cpus_allowed_list), two half-GPU slots share
+  the one device, a third waits; `resources.memory` is its memory limit.
 """
 
 from __future__ import annotations
@@ -90,6 +92,14 @@ def _start(c: httpx.Client, aid: int, host: str, dev: Path, slots: int = 1) -> h
                         "env": {"CUDA_VISIBLE_DEVICES": "0,1"}})
 
 
+def _ask(c: httpx.Client, name: str, consumer: str, **body: Any) -> int:
+    """An allocation of one slot asked for, not waited for: its id."""
+    client = c.post("/v1/clients", json={"name": name, "consumer": consumer}).json()["id"]
+    r = c.post("/v1/allocations", json={"client": client, "consumer": consumer, "max": 1, **body})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
 def _seen(c: httpx.Client, act: int) -> dict[str, str]:
     def look() -> dict[str, str] | None:
         out = c.get(f"/v1/activities/{act}/output").json()["stdout"]
@@ -121,14 +131,15 @@ def test_gpus_are_handed_out_whole_isolated_and_remembered(tmp_path: Path, dev_d
 
             _, a = granted(c, "a", "/A", 1, resources={"gpus": 1, "memory": 0.5})
             _, b = granted(c, "b", "/B", 1, resources={"gpus": 1})
-            _, cc = granted(c, "c", "/C", 1, resources={"gpus": 1})
-            _, d = granted(c, "d", "/D", 1)
+            cc = _ask(c, "c", "/C", resources={"gpus": 1})  # both GPUs held: it waits
+            _, d = granted(c, "d", "/D", 1)  # asked after it: the cycles that served d passed it over
+            assert c.get(f"/v1/allocations/{cc}").json()["held"] == 0
             r1 = _start(c, a, "g1", dev_dir)
             assert r1.status_code == 201 and r1.json()["devices"] == {"gpus": [0]}, r1.text
             r2 = _start(c, b, "g1", dev_dir)
             assert r2.status_code == 201 and r2.json()["devices"] == {"gpus": [1]}, r2.text
-            r3 = _start(c, cc, "g1", dev_dir)  # both GPUs held: refused, nothing started
-            assert r3.status_code == 409 and "1 GPUs asked for, 0 free" in r3.json()["detail"], r3.text
+            r3 = _start(c, cc, "g1", dev_dir)  # it holds nothing there: refused, nothing started
+            assert r3.status_code == 422 and "holds nothing" in r3.text, r3.text
             assert c.get("/v1/activities", params={"allocation": cc}).json()["activities"] == []
             r4 = _start(c, d, "g1", dev_dir)  # no GPUs asked for: none visible
             assert r4.status_code == 201 and r4.json()["devices"] is None, r4.text
@@ -146,14 +157,24 @@ def test_gpus_are_handed_out_whole_isolated_and_remembered(tmp_path: Path, dev_d
                 assert (two["nvidia0"], two["nvidia1"]) == ("EPERM", "ENXIO"), two
                 assert (none["nvidia0"], none["nvidia1"], none["nvidiactl"]) == ("EPERM", "EPERM", "ENXIO"), none
 
-            # the master restarts: it still knows GPU 1 is held, and GPU 0 once the first ends
+            # the master restarts: it still knows who holds what, and GPU 0 is free again for a once
+            # its activity ends
             m.restart()
-            assert _start(c, cc, "g1", dev_dir).status_code == 409
+            assert c.get(f"/v1/allocations/{cc}").json()["held"] == 0
+            assert [c.get(f"/v1/allocations/{x}").json()["hosts"] for x in (a, b)] == [{"g1": 1}, {"g1": 1}]
+            assert {h["name"]: h for h in c.get("/v1/hosts").json()["hosts"]}["g1"]["devices_used"]["gpus"] == \
+                {"0": 1.0, "1": 1.0}
             c.post(f"/v1/activities/{r1.json()['id']}/kill")
             wait_until(lambda: c.get(f"/v1/activities/{r1.json()['id']}").json()["state"] == "killed", 30, "ended")
-            r5 = _start(c, cc, "g1", dev_dir)
+            r5 = _start(c, a, "g1", dev_dir)
             assert r5.status_code == 201 and r5.json()["devices"] == {"gpus": [0]}, r5.text
             assert _seen(c, r5.json()["id"])["CUDA_VISIBLE_DEVICES"] == "'0'"
+            # b goes while its process runs: c gets its GPU once that process is gone
+            assert c.delete(f"/v1/allocations/{b}").status_code == 204
+            wait_until(lambda: c.get(f"/v1/allocations/{cc}").json()["held"] == 1, 30, "c granted")
+            assert c.get(f"/v1/activities/{r2.json()['id']}").json()["state"] == "killed"
+            r6 = _start(c, cc, "g1", dev_dir)
+            assert r6.status_code == 201 and r6.json()["devices"] == {"gpus": [1]}, r6.text
     finally:
         _stop_all(m, [agent])
 
@@ -171,7 +192,7 @@ def test_pinned_cores_and_shared_gpu(tmp_path: Path, dev_dir: Path) -> None:
                                            None), 30, "p1 up")
             assert host["resources"]["pin_cores"] and len(host["resources"]["cpus"]) == 2, host
             cpuset = host["containment"] == "cgroup-v1" and _v1_writable("cpuset")
-            _, a = granted(c, "a", "/A", 2, resources={"gpus": 0.5, "cores": 1})
+            _, a = granted(c, "a", "/A", 1, resources={"gpus": 0.5, "cores": 1})
             _, b = granted(c, "b", "/B", 1, resources={"gpus": 0.5, "cores": 1})
             r1, r2 = _start(c, a, "p1", dev_dir), _start(c, b, "p1", dev_dir)
             assert r1.status_code == r2.status_code == 201, (r1.text, r2.text)
@@ -185,8 +206,11 @@ def test_pinned_cores_and_shared_gpu(tmp_path: Path, dev_dir: Path) -> None:
             limits = c.get(f"/v1/activities/{r1.json()['id']}").json()["limits"]
             assert limits["cpus"] == d1["cpus"], limits
             assert limits["cpu_pinning"] == ("cpuset" if cpuset else "affinity"), limits
-            r3 = _start(c, a, "p1", dev_dir)  # no core, and no half GPU, left
-            assert r3.status_code == 409, r3.text
+            cc = _ask(c, "c", "/C", resources={"gpus": 0.5, "cores": 1})  # no core, and no half GPU, left
+            # asked after it, and fits (its cores are all held: no plain slot would): the cycles
+            # that served d passed c over
+            granted(c, "d", "/D", 1, resources={"memory": 0.25})
+            assert c.get(f"/v1/allocations/{cc}").json()["held"] == 0
     finally:
         _stop_all(m, [agent])
 

@@ -419,9 +419,10 @@ def run(spec: ServiceBenchSpec, progress: Callable[[str], None] | None = None) -
             while left > 0:
                 n = min(left, spec.agents_per_process)
                 wd = workdir / f"agents-{k}"
+                # a core a slot, whatever this machine has: what --resources asks for fits as slots do
                 args = [*CLI, "agent", "--master", ",".join(urls), "--name", f"h{k}", "--slots",
-                        str(spec.slots_per_agent), "--workdir", str(wd), "--light", "--count", str(n),
-                        "--log-level", "WARNING"]
+                        str(spec.slots_per_agent), "--cores", str(spec.slots_per_agent), "--workdir", str(wd),
+                        "--light", "--count", str(n), "--log-level", "WARNING"]
                 if n == 1:
                     args[args.index("--name") + 1] = f"h{k}-0"
                 p = Proc(args, workdir / f"agents-{k}.log", env={"APPORTION_TOKEN": token})

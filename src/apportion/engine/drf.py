@@ -24,8 +24,15 @@ dimension (``bestfit``, ``fgd``). GPUs are counted per device: a slot asks for w
 or a fraction (below 1) of one, and fractions share a GPU only where it has that much left.
 
 Slot requests and these share hosts: each slot of a slot allocation takes the host's
-resources over its slots; what vector work holds takes the matching part of the host's
-slots (a fence in the slot books, so the slot cycle does not hand them out). Pure: no
+cores and memory over its slots (never its GPUs or custom kinds, which only the requests
+that name them use); what vector work holds of those takes the matching part of the
+host's slots (a fence in the slot books, so the slot cycle does not hand them out).
+
+For the live service (service/resources.py) the book also keeps which allocations changed
+since it last looked (``changed``), what processes use (``in_use``) and what left a request
+while its processes still used it (``fenced``: off the host until ``set_in_use`` says they
+are gone, as the slot books do), and puts a request back as the store kept it
+(``restore``). Allocation ids come from the slot books' counter: one namespace. Pure: no
 I/O, no clock.
 """
 
@@ -47,6 +54,9 @@ from apportion.engine.state import OWN, Allocation, ClusterState, PendingReclaim
 FENCE = "\x00kinds"  # the request id the slot books fence vector work under
 SHARED = pool_source("/")
 GPUS = "gpus"
+# what a slot of slot work takes of its host (the host's amount over its slots), and what vector
+# work's part of a host's slots is made of: GPUs and custom kinds only the requests that name them use
+SLOT_KINDS = ("cores", "memory")
 MILLI = gpupack.MILLI
 
 
@@ -119,8 +129,16 @@ class KindBook:
         self._free: dict[str, Vector] = {}  # host -> free_on, while nothing changes there
         self.totals: dict[str, Vector] = {}  # group -> what its hosts have (until hosts change)
         self._arrivals = 0
-        self._next = 1
         self._deferred: set[str] | None = None  # hosts whose fence is brought up to date at the cycle's end
+        # the live service's books (none in the simulator): the allocations added, changed or gone
+        # since it last looked (None: not kept); what processes use per (request, host); and what
+        # left a request while its processes still used it, kept off the host until they are gone:
+        # (request, host) -> (slots, what each slot needs)
+        self.changed: set[int] | None = None
+        self._spare: list[SortedDict] = []  # emptied wanting lists, to use again
+        self.touched: set[str] | None = None  # hosts whose part of their slots may have changed (None: not kept)
+        self.in_use: dict[tuple[str, str], int] = {}
+        self.fenced: dict[tuple[str, str], tuple[int, Vector]] = {}
 
     def _track(self, kr: KindRequest) -> None:
         wants = kr.held < kr.spec.max and kr.spec.id in self.requests
@@ -131,7 +149,11 @@ class KindBook:
         if wants:
             self.wanting[rid] = kr
             for g in kr.groups:
-                self.wanting_by.setdefault(g, {}).setdefault(leaf, SortedDict())[kr.arrival] = kr
+                by_leaf = self.wanting_by.setdefault(g, {})
+                mine = by_leaf.get(leaf)
+                if mine is None:  # one emptied before if any (a SortedDict is slow to make)
+                    mine = by_leaf[leaf] = self._spare.pop() if self._spare else SortedDict()
+                mine[kr.arrival] = kr
                 counts = self.shapes_in.setdefault(g, {})
                 counts[kr.shape] = counts.get(kr.shape, 0) + 1
             return
@@ -145,6 +167,8 @@ class KindBook:
             del mine[kr.arrival]
             if not mine:
                 del self.wanting_by[g][leaf]
+                if len(self._spare) < 64:
+                    self._spare.append(mine)
 
     def forget_places(self) -> None:
         """Hosts changed outside this book (a state, a plan): free space is read again."""
@@ -217,8 +241,8 @@ class KindBook:
             raise ValueError(f"request {req.id!r} is already open")
         if req.consumer not in state.consumers or not state.consumers[req.consumer].is_leaf:
             raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
-        gpu_shape(dict(req.resources).get(GPUS, 0.0))  # a bad GPU amount is refused here
-        kr = self.requests[req.id] = KindRequest(req, state.groups_of(req), self._arrivals)
+        kr = KindRequest(req, state.groups_of(req), self._arrivals)  # a bad GPU amount is refused here
+        self.requests[req.id] = kr
         self._arrivals += 1
         self._track(kr)
         unit = self.unit
@@ -234,7 +258,10 @@ class KindBook:
         kr.spec = replace(kr.spec, min=kr.spec.min if min_slots is None else min_slots,
                           max=kr.spec.max if max_slots is None else max_slots)
         over = kr.held - kr.spec.max
-        for a in sorted(kr.allocs.values(), key=lambda a: (a.reclaim is None, -a.id)):
+        # those being reclaimed first, then those on hosts where its processes leave slots idle, then the newest
+        busy = {a.host for a in kr.allocs.values()
+                if self.in_use.get((rid, a.host), 0) >= self.held_on(rid, a.host)} if self.in_use else set()
+        for a in sorted(kr.allocs.values(), key=lambda a: (a.reclaim is None, a.host in busy, -a.id)):
             if over <= 0:
                 break
             take = min(over, a.slots)
@@ -273,7 +300,8 @@ class KindBook:
             by_slots = slots - h.free - state.fences.get((FENCE, host), 0)
             if by_slots > 0:
                 for k, a in cap:
-                    free[k] -= a * by_slots / slots
+                    if k in SLOT_KINDS:
+                        free[k] -= a * by_slots / slots
         else:  # no slot work here: nothing outside this book changes it
             self._free[host] = free
         return free
@@ -305,9 +333,13 @@ class KindBook:
         return self._place_gpus(self._gpu_row(state, host), kr.gpu, slots)
 
     def _add(self, state: ClusterState, kr: KindRequest, group: str, host: str, slots: int,
-             gpus: list[tuple[int, int]], source: str) -> KindAlloc:
-        a = KindAlloc(self._next, kr.spec.id, kr.spec.consumer, group, host, slots, source, need=kr.need, gpus=tuple(gpus))
-        self._next += 1
+             gpus: list[tuple[int, int]], source: str, aid: int | None = None) -> KindAlloc:
+        # ids from the slot books' counter: one namespace for every allocation of the cluster
+        if aid is None:
+            aid = state._next_id
+        state._next_id = max(state._next_id, aid + 1)
+        a = KindAlloc(aid, kr.spec.id, kr.spec.consumer, group, host, slots, source, need=kr.need, gpus=tuple(gpus))
+        self._changed(aid)
         self.allocs[a.id] = a
         self.on_host.setdefault(host, {})[a.id] = a
         kr.allocs[a.id] = a
@@ -316,23 +348,28 @@ class KindBook:
         self._count(state, a, +1)
         row = self._gpu_row(state, host)
         for i, m in gpus:
-            row[i] -= m
+            if i < len(row):
+                row[i] -= m
         self._refence(state, host)
         self._host_changed(state, host)
         return a
 
-    def _count(self, state: ClusterState, a: KindAlloc, sign: int) -> None:
-        amount = a.amount
-        self._free.pop(a.host, None)
-        self.dom.pop((a.group, a.consumer), None)
+    def _on_host(self, state: ClusterState, host: str, amount: Vector, sign: int) -> None:
+        """``amount`` taken (+1) from or given back (-1) to what ``host`` has free."""
+        self._free.pop(host, None)
         if self.free_sum:
-            h = state.hosts[a.host]
+            h = state.hosts[host]
             if h.takes_work:
                 for g in h.groups:
                     fs = self.free_sum.get(g.name)
                     if fs is not None:
                         add_into(fs, amount, -sign)
-        add_into(self.host_used.setdefault(a.host, {}), amount, sign)
+        add_into(self.host_used.setdefault(host, {}), amount, sign)
+
+    def _count(self, state: ClusterState, a: KindAlloc, sign: int) -> None:
+        amount = a.amount
+        self.dom.pop((a.group, a.consumer), None)
+        self._on_host(state, a.host, amount, sign)
         add_into(self.use.setdefault((a.group, a.consumer), {}), amount, sign)
         if a.source == OWN:
             add_into(self.own_use.setdefault((a.group, a.consumer), {}), amount, sign)
@@ -349,9 +386,12 @@ class KindBook:
             kr.allocs.pop(a.id, None)
             kr.held -= a.slots
             self._track(kr)
-        row = self._gpu_row(state, a.host)
+        row = self._gpu_row(state, a.host) if a.host in state.hosts else []
         for i, m in a.gpus:
-            row[i] += m
+            if i < len(row):
+                row[i] += m
+        self._changed(a.id)
+        self._keep_in_use(state, a.request, a.host, a.slots, a.need)
         self._refence(state, a.host)
         self._host_changed(state, a.host)
 
@@ -364,7 +404,8 @@ class KindBook:
         keep = len(a.gpus) // a.slots * (a.slots - slots)
         row = self._gpu_row(state, a.host)
         for i, m in a.gpus[keep:]:
-            row[i] += m
+            if i < len(row):
+                row[i] += m
         a.gpus = a.gpus[:keep]
         a.slots -= slots
         kr = self.requests.get(a.request)
@@ -372,6 +413,8 @@ class KindBook:
             kr.held -= slots
             self._track(kr)
         self._count(state, a, +1)
+        self._changed(a.id)
+        self._keep_in_use(state, a.request, a.host, slots, a.need)
         self._refence(state, a.host)
         self._host_changed(state, a.host)
 
@@ -382,12 +425,19 @@ class KindBook:
         if self._deferred is not None:
             self._deferred.add(host)
             return
-        h = state.hosts[host]
+        if self.touched is not None:
+            self.touched.add(host)
+        h = state.hosts.get(host)
+        if h is None:  # no longer in the plan
+            return
         if h.state is HostState.DOWN or h.host.slots <= 0:
             return
-        cap = dict(h.host.resources)
-        used = self.host_used.get(host, {})
-        frac = max((a / cap[k] for k, a in used.items() if cap.get(k, 0.0) > EPS), default=0.0)
+        used = self.host_used.get(host)
+        frac = 0.0
+        if used:
+            for k, total in h.host.resources:
+                if k in SLOT_KINDS and total > EPS:
+                    frac = max(frac, used.get(k, 0.0) / total)
         have = state.fences.get((FENCE, host), 0)
         want = min(h.host.slots, max(0, math.ceil(frac * h.host.slots - 1e-6)))
         want = min(want, have + max(0, h.free))
@@ -395,6 +445,129 @@ class KindBook:
             state.fence(FENCE, host, want - have)
         elif want < have:
             state.unfence(FENCE, host, have - want)
+
+    # -- the live service -------------------------------------------------------------------
+    def _changed(self, aid: int) -> None:
+        if self.changed is not None:
+            self.changed.add(aid)
+
+    def held_on(self, rid: str, host: str) -> int:
+        return sum(a.slots for a in self.on_host.get(host, {}).values() if a.request == rid)
+
+    def _keep_in_use(self, state: ClusterState, rid: str, host: str, slots: int, need: Vector) -> None:
+        """Of ``slots`` just taken from ``rid`` on ``host``, those its processes still use stay
+        off the host (fenced) until ``set_in_use`` says they are gone, as the slot books do."""
+        used = self.in_use.get((rid, host), 0) if self.in_use else 0
+        if not used or host not in state.hosts:
+            return
+        have = self.fenced.get((rid, host), (0, need))[0]
+        more = min(slots, max(0, used - self.held_on(rid, host) - have))
+        if more:
+            self.fence(state, rid, host, more, need)
+
+    def fence(self, state: ClusterState, rid: str, host: str, slots: int, need: Vector) -> None:
+        """Keep ``slots`` slots of ``need`` each off ``host`` for ``rid``'s processes (and at a restart)."""
+        have = self.fenced.get((rid, host), (0, need))[0]
+        self.fenced[(rid, host)] = (have + slots, dict(need))
+        self._on_host(state, host, scaled(need, slots), +1)
+        self._refence(state, host)
+        self._host_changed(state, host)
+
+    def set_in_use(self, state: ClusterState, rid: str, host: str, slots: int) -> int:
+        """Processes of ``rid`` now use ``slots`` on ``host``; what was fenced for it that no
+        process uses any more is free again. Returns the slots freed."""
+        key = (rid, host)
+        if slots:
+            self.in_use[key] = slots
+        else:
+            self.in_use.pop(key, None)
+        got = self.fenced.get(key)
+        if got is None:
+            return 0
+        have, need = got
+        keep = min(have, max(0, slots - self.held_on(rid, host)))
+        if keep == have:
+            return 0
+        if keep:
+            self.fenced[key] = (keep, need)
+        else:
+            del self.fenced[key]
+        if host in state.hosts:
+            self._on_host(state, host, scaled(need, have - keep), -1)
+            self._refence(state, host)
+            self._host_changed(state, host)
+        return have - keep
+
+    def release_on(self, state: ClusterState, rid: str, hosts: set[str], counts: dict[str, int]) -> int:
+        """What ``rid`` holds on ``hosts``, or ``counts[host]`` slots of it there, given back
+        (those being reclaimed first, then the newest); its max stays. Returns the slots."""
+        kr = self.requests[rid]
+        counts = dict(counts)
+        names = set(hosts) | set(counts)
+        given = 0
+        for a in sorted((a for a in kr.allocs.values() if a.host in names), key=lambda a: (a.reclaim is None, -a.id)):
+            want = counts.get(a.host, a.slots)
+            if want <= 0:
+                continue
+            take = min(want, a.slots)
+            self._shrink(state, a, take)
+            if a.host in counts:
+                counts[a.host] -= take
+            given += take
+        return given
+
+    def respec(self, rid: str, spec: Request) -> None:
+        """``rid`` with a new spec of the same needs (a requirement that now blocks hosts)."""
+        kr = self.requests.pop(rid)
+        self._track(kr)  # out of the lists under its old shape
+        kr.spec = spec
+        kr.shape = (spec.resources, spec.order) if spec.requirement is None else None
+        self.requests[rid] = kr
+        self._track(kr)
+
+    def restore(self, state: ClusterState, req: Request,
+                held: list[tuple[int, str, str, int, str, PendingReclaim | None]]) -> None:
+        """Put back an open request and what it held, as the live service stored it: each
+        allocation as (id, group, host, slots, source, pending reclaim or None), ids kept. The
+        store keeps no device positions: they are placed again, tightest first (else on the
+        devices with the most left: the service names the real devices on the host)."""
+        self.submit(state, req)
+        kr = self.requests[req.id]
+        for aid, group, host, slots, source, reclaim in held:
+            row = self._gpu_row(state, host)
+            gpus = self._place_gpus(row, kr.gpu, slots)
+            if gpus is None:
+                k, milli = kr.gpu
+                left, gpus = list(row), []
+                for _ in range(slots):
+                    for i in sorted(range(len(left)), key=lambda i: (-left[i], i))[:k]:
+                        left[i] -= milli
+                        gpus.append((i, milli))
+            a = self._add(state, kr, group, host, slots, gpus, source, aid=aid)
+            if reclaim is not None:
+                a.reclaim = reclaim
+                self.marked[a.id] = a
+                add_into(self.incoming.setdefault((a.group, reclaim.beneficiary), {}), a.amount)
+
+    def _hosts_again(self, state: ClusterState) -> None:
+        """After a new plan: the books of hosts no longer there go; a host whose GPUs changed
+        gets its devices' rows again (what is held there taken off)."""
+        self.gpu_free = {h: r for h, r in self.gpu_free.items() if h in state.hosts}
+        for host, row in list(self.gpu_free.items()):
+            n = int(dict(state.hosts[host].host.resources).get(GPUS, 0.0) + EPS)
+            if n != len(row):
+                del self.gpu_free[host]
+                row = self._gpu_row(state, host)
+                for a in self.on_host.get(host, {}).values():
+                    for i, m in a.gpus:
+                        if i < n:
+                            row[i] -= m
+        for key in [k for k in self.fenced if k[1] not in state.hosts]:
+            del self.fenced[key]
+        for key in [k for k in self.in_use if k[1] not in state.hosts]:
+            del self.in_use[key]
+        for host in [h for h in self.host_used if h not in state.hosts]:
+            del self.host_used[host]
 
     # -- the world ------------------------------------------------------------------------
     def host_down(self, state: ClusterState, host: str) -> list[Removal]:
@@ -410,7 +583,6 @@ class KindBook:
         longer leaves, allocations in groups or on hosts no longer there."""
         gone: list[Removal] = []
         self.forget_places()
-        self.gpu_free = {h: r for h, r in self.gpu_free.items() if h in state.hosts}
         for rid, kr in list(self.requests.items()):
             c = state.consumers.get(kr.spec.consumer)
             if c is None or not c.is_leaf:
@@ -430,8 +602,9 @@ class KindBook:
             if g is None or a.host not in g.rank or a.group not in state.consumers[a.consumer].groups:
                 gone.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, "plan changed"))
                 self._drop(state, a)
-        for host in {a.host for a in self.allocs.values()}:
+        for host in {a.host for a in self.allocs.values()} | {host for _, host in self.fenced}:
             self._refence(state, host)
+        self._hosts_again(state)
         return gone
 
     # -- the cycle ------------------------------------------------------------------------
@@ -483,6 +656,7 @@ class KindBook:
                 add_into(self.incoming.setdefault(key, {}), a.amount, -1.0)
                 a.reclaim = None
                 del self.marked[a.id]
+                self._changed(a.id)
 
     def next_deadline(self) -> float | None:
         return min((a.reclaim.deadline for a in self.marked.values()), default=None)  # type: ignore[union-attr]
@@ -726,6 +900,7 @@ class GroupCycle:
                     for v in chosen:
                         grace = self.consumers[v.consumer].groups[v.group].grace
                         v.reclaim = PendingReclaim(self.now + grace, leaf, "ownership")
+                        book._changed(v.id)
                         book.marked[v.id] = v
                         add_into(book.incoming.setdefault((self.group, leaf), {}), v.amount)
                         self.out.reclaims.append(Reclaim(v.request, v.consumer, v.group, v.host, v.slots,

@@ -6,7 +6,9 @@ files: whole devices, the lowest free indices first, never one device to two liv
 A need below one GPU (`gpus: 0.5` on one slot) is a share of one device: the device already
 shared that fits it best (the most used one that still has room) or a free one, and devices
 shared this way are never handed out whole until every share on them has ended; a need above one
-that is not whole rounds up to whole devices. A host whose agent pins cores (`--pin-cores`)
+that is not whole rounds up to whole devices. The engine decides whether and on which host an
+allocation's slots fit (service/resources.py); this ledger only names the devices, those the
+engine counted for the allocation on that host first. A host whose agent pins cores (`--pin-cores`)
 gives an activity S x C cores (one per slot without `cores`) from the CPUs the agent listed.
 
 The ledger is the host's live activities: each carries its assignment (`devices`), stored with
@@ -17,7 +19,7 @@ the moment its activity ends. Not enough free devices: the start is refused (409
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from apportion.service.published import ActivityPub, AllocationPub, HostPub
@@ -75,14 +77,16 @@ def _used(live: Iterable[ActivityPub], skip: int | None = None) -> tuple[dict[in
     return gpus, cpus
 
 
-def _fits(model: str | None, gpu: dict[str, Any]) -> bool:
+def model_fits(model: str | None, gpu: dict[str, Any]) -> bool:
     return model is None or model.lower() in str(gpu.get("model") or "").lower()
 
 
 def assign(host: HostPub | None, live: Iterable[ActivityPub], alloc: AllocationPub | None,
-           slots: int) -> dict[str, Any] | None:
+           slots: int, prefer: Collection[int] = ()) -> dict[str, Any] | None:
     """The devices of a new activity: {"gpus": [...], "gpu_share": f (with a share of one),
-    "cpus": [...] (where pinned)}; None when it needs none. Raises NotEnough."""
+    "cpus": [...] (where pinned)}; None when it needs none. ``prefer``: the devices the engine
+    counted for the allocation on this host (service/resources.py), taken first where they
+    fit. Raises NotEnough."""
     need, cores = needs(alloc, slots, host)
     if need <= EPS and cores is None:
         return None
@@ -93,10 +97,11 @@ def assign(host: HostPub | None, live: Iterable[ActivityPub], alloc: AllocationP
     name = host.name if host is not None else "?"
     out: dict[str, Any] = {"gpus": []}
     if need > EPS:
-        mine = [g["index"] for g in host_gpus(host) if _fits(model, g)]
+        mine = [g["index"] for g in host_gpus(host) if model_fits(model, g)]
         kind = f"{model} GPUs" if model else "GPUs"
         if need < 1 - EPS:
             room = [(used.get(i, 0.0), i) for i in mine if used.get(i, 0.0) + need <= 1 + EPS]
+            room = [x for x in room if x[1] in prefer] or room
             shared = [(u, i) for u, i in room if u > EPS]
             if not room:
                 raise NotEnough(f"host {name}: no GPU has {need:g} of a device free "
@@ -105,7 +110,7 @@ def assign(host: HostPub | None, live: Iterable[ActivityPub], alloc: AllocationP
             out["gpus"], out["gpu_share"] = [best], round(need, 6)
         else:
             whole = math.ceil(need - EPS)
-            free = [i for i in mine if used.get(i, 0.0) <= EPS]
+            free = sorted((i for i in mine if used.get(i, 0.0) <= EPS), key=lambda i: (i not in prefer, i))
             if len(free) < whole:
                 raise NotEnough(f"host {name}: {whole} {kind} asked for, {len(free)} free "
                                 f"({_describe(mine, used)})")

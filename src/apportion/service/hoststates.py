@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from apportion.service import resources
 from apportion.service.published import HostPub
 from apportion.service.refusal import ApiError
 
@@ -153,12 +154,10 @@ def reports_change(m: Master, host: str, reports: list[dict[str, Any]]) -> bool:
 def rebuild(m: Master) -> None:
     """After a restart: every lost activity of an allocation fenced on its host may still
     run there (the store keeps the fences; what the agent reports next says which do)."""
-    s = m.engine.state
     for a in m.activities.values():
-        key = (str(a.allocation), a.host)
-        if a.state == "lost" and s.fences.get(key):
+        if a.state == "lost" and resources.fenced_on(m, a.allocation, a.host):
             m.orphans.setdefault(a.host, {})[a.id] = a
-            s.in_use[key] = s.in_use.get(key, 0) + a.slots
+            resources.count_in_use(m, a.allocation, a.host, a.slots)
 
 
 def op_confirm_dead(m: Master, name: str, by: str | None = None) -> Any:
@@ -179,11 +178,7 @@ def op_confirm_dead(m: Master, name: str, by: str | None = None) -> Any:
             declare_lost(m, h, batch, now)
         m.orphans.pop(name, None)
         if fences(m):
-            s = m.engine.state
-            for rid, host in [k for k in s.fences if k[1] == name]:
-                s.set_in_use(rid, host, 0)
-            for key in [k for k in s.in_use if k[1] == name]:
-                del s.in_use[key]
+            resources.forget_host(m, name)
         batch.hosts[name] = h
         return h
     return run

@@ -4,7 +4,8 @@ Usage counts what is held, as `used` and `held` do for slots: each slot an alloc
 counts what one slot of it asked for in `resources` (cores, memory, gpus). A kind it did not
 name counts as the slot's part of its host (the host's cores or memory over its slots; memory is
 the allocation's `memory` per slot where it gave one), except GPUs: a slot holds a GPU only when
-it asked for one. So a plain slot request on a host of 32 cores and 8 slots uses 4 cores a slot.
+it asked for one (custom kinds, likewise). So a plain slot request on a host of 32 cores and 8 slots
+uses 4 cores a slot.
 
 `/v1/hosts` shows each host's `resources_total` and `resources_used`, and `devices_used`, the
 GPUs (with the part of each that is held) and pinned CPUs its live activities hold now;
@@ -54,9 +55,14 @@ def per_slot(a: AllocationPub, h: HostPub | None) -> dict[str, float]:
     res = a.resources if isinstance(a.resources, dict) else {}
     total = host_total(h) if h is not None else {"cores": 0.0, "memory": 0.0}
     n = max(1, h.slots) if h is not None else 1
-    return {"slots": 1.0, "cores": _num(res.get("cores")) or total["cores"] / n,
-            "memory": _num(res.get("memory")) or _num(a.memory) or total["memory"] / n,
-            "gpus": _num(res.get("gpus"))}
+    out = {"slots": 1.0, "cores": _num(res.get("cores")) or total["cores"] / n,
+           "memory": _num(res.get("memory")) or _num(a.memory) or total["memory"] / n,
+           "gpus": _num(res.get("gpus"))}
+    custom = res.get("custom")
+    for name, x in (custom.items() if isinstance(custom, dict) else ()):
+        if name not in out and _num(x):
+            out[name] = _num(x)  # a custom kind counts only where asked for, as GPUs do
+    return out
 
 
 def _zero() -> dict[str, float]:

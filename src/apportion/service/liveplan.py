@@ -1,7 +1,8 @@
 """A plan as the live master puts it in force: the plan's text plus the hosts its agents report.
 
 A server's plan may list no hosts at all. Every reported host joins the plan's
-``hosts`` (what the agent reports wins over what the plan says of it), groups
+``hosts`` (what the agent reports wins over what the plan says of it: its slots, memory,
+attributes and resource vector, service/resources.py), groups
 defined by ``select(...)`` take in the hosts that match, and a host that the plan
 names (in ``hosts`` or in a static group) but that has not reported yet counts as
 down until it does.
@@ -28,6 +29,9 @@ class ReportedHost:
     memory: float = 0.0
     attributes: Mapping[str, Any] = field(default_factory=dict)
     state: str = "ok"  # ok | closed | down
+    # what it has of each kind (cores, memory, gpus, custom) as its agent reported it; None: not
+    # reported (the plan's ``resources`` for it apply, if it gives any)
+    resources: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +101,12 @@ def with_hosts(parsed: ParsedPlan, reported: Iterable[ReportedHost]) -> dict[str
                     for name in _names(pattern):
                         merged.setdefault(name, {"name": name, "slots": 0, "state": "down"})
     for h in reported:
-        merged[h.name] = {"name": h.name, "slots": h.slots, "memory": h.memory,
-                          "attributes": dict(h.attributes), "state": h.state}
+        entry = {"name": h.name, "slots": h.slots, "memory": h.memory, "attributes": dict(h.attributes),
+                 "state": h.state}
+        planned = merged.get(h.name, {}).get("resources")
+        if h.resources is not None or planned is not None:
+            entry["resources"] = dict(h.resources) if h.resources is not None else planned
+        merged[h.name] = entry
     data["hosts"] = list(merged.values())
     return data
 

@@ -21,12 +21,12 @@ from typing import Any
 
 from apportion.engine import Engine, HostState, Request
 from apportion.engine.decisions import Decisions, Removal
+from apportion.engine.drf import KindAlloc
 from apportion.engine.replan import rebuild
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.plan import PlanError, Problem, parse_requirement
 from apportion.service import commitguard, execution, hoststates, liveplan
-from apportion.service import devices, quotas
-from apportion.service import walltimes
+from apportion.service import devices, quotas, resources, walltimes
 from apportion.service.hostfaults import StartFailures
 from apportion.service.refusal import ApiError  # here too: `from apportion.service.master import ApiError`
 from apportion.service.published import (
@@ -119,6 +119,8 @@ class Master:
             if a.live:
                 self.live_on.setdefault(a.host, {})[a.id] = a
         self.host_used: dict[str, int] = {}
+        self.kind_used: dict[str, int] = {}  # of host_used, the slots vector allocations hold (resources.py)
+        self.kind_slots: dict[str, int] = {}  # host -> the part of its slots vector work holds (published)
         self.start_failures = StartFailures.rebuilt(self.activities.values())
         self.next_event = snapshot.next_event
         self._next_alloc = max([*self.allocations, snapshot.max_allocation]) + 1
@@ -151,25 +153,28 @@ class Master:
         self.group_names = {g.name for g in self.plan.groups}
         self.engine = Engine(self.plan)
         self.engine.state.changed = set()
+        self.engine.kinds.changed = set()
         self._restore(snapshot)
         self._state_seen = self.engine.state
         self._replan = False
-        s = self.engine.state  # the fences restored, published from the start (then by each step)
-        self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = {
-            k: (n, *(s.fence_pool[k] if k in s.fence_pool else (None, None, 0))) for k, n in s.fences.items()}
+        # the fences restored, published from the start (then by each step)
+        self.fences: dict[tuple[str, str], tuple[int, str | None, str | None, int]] = resources.fences(self.engine)
+        self.kind_slots = resources.kind_slots(self.engine)  # and from here on, what changed of it
 
     # -- recovery -------------------------------------------------------------------
     def _reported(self) -> list[liveplan.ReportedHost]:
         # an unreachable host compiles as closed (a plan knows no such state); the engine is told after
         return [liveplan.ReportedHost(h.name, h.slots, h.memory, h.attributes,
-                                      "closed" if h.state == hoststates.UNREACHABLE else h.state)
+                                      "closed" if h.state == hoststates.UNREACHABLE else h.state,
+                                      resources.host_vector(h))
                 for h in self.hosts.values()]
 
     def _request(self, a: AllocationPub) -> Request:
         req = parse_requirement(a.requirement) if a.requirement else None
+        need = resources.slot_vector(a)  # what each slot needs, where it says (service/resources.py)
         return Request(id=str(a.id), consumer=a.consumer, max=a.max, min=a.min, groups=tuple(a.groups),
-                       order=a.order, exclusive=a.exclusive, requirement=req, requirement_text=a.requirement,
-                       seq=a.seq,
+                       order=a.order, exclusive=a.exclusive, requirement=resources.where(self, a, need, req),
+                       requirement_text=a.requirement, seq=a.seq, resources=need,
                        walltime=a.walltime)
 
     def _restore(self, snap: Snapshot) -> None:
@@ -190,29 +195,29 @@ class Master:
                     continue
                 mark = PendingReclaim(h.deadline, h.beneficiary, h.reason or "") if h.deadline is not None else None
                 held.append((ids[id(h)], h.group, h.host, h.slots, h.source, mark))
-            self.engine.restore(self._request(a), held, a.blocked)
+            resources.restore(self, self._request(a), held, a.blocked)
         for aid in gone:
             log.warning("allocation %s: consumer %s is not a leaf of the plan in force; dropped", aid,
                         self.allocations[aid].consumer)
             del self.allocations[aid]
         s = self.engine.state
         for (req, host), (n, group, pool, pooled) in snap.fences:
-            if host in s.hosts:
+            if host in s.hosts and not resources.restore_fence(self, req, host, n):
                 if pooled and group is not None and pool is not None:
                     s.fence(str(req), host, pooled, (group, pool))
                 if n - pooled:
                     s.fence(str(req), host, n - pooled)
         for on in self.live_on.values():
             for act in on.values():
-                key = (str(act.allocation), act.host)
-                s.in_use[key] = s.in_use.get(key, 0) + act.slots
+                resources.count_in_use(self, act.allocation, act.host, act.slots)
         hoststates.rebuild(self)
         for name, h in self.hosts.items():
             if name in s.hosts and s.hosts[name].state.value != h.state:
                 self.engine.set_host_state(name, HostState(h.state), keep_in_use=True)
         walltimes.restore(self)
         s.changed = set()
-        self._publish_holdings_full([(a.id, self._holding(a)) for a in self.engine.state.allocs.values()])
+        self.engine.kinds.changed = set()
+        self._publish_holdings_full([(a.id, self._holding(a)) for a in resources.allocations(self.engine)])
 
     # -- the task --------------------------------------------------------------------
     async def submit(self, fn: Callable[[Batch, float], Any]) -> Any:
@@ -326,6 +331,7 @@ class Master:
         self.cycles += 1
         self._record(decisions, batch)
         walltimes.note_started(self, decisions, batch, now)
+        batch.fences = resources.fences(self.engine)
         self._enforce_fences(batch)
         self._holdings_into(batch)
         return decisions
@@ -363,33 +369,32 @@ class Master:
             self._alloc_event(batch, r.request, kind, host=r.host, slots=r.slots, reason=r.reason)
 
     def _holdings_into(self, batch: Batch) -> None:
-        s = self.engine.state
-        if s is not self._state_seen:  # a new plan or new owned hosts: the state was rebuilt
-            self._state_seen = s
-            batch.holdings_full = [(a.id, self._holding(a)) for a in s.allocs.values()]
+        e = self.engine
+        if e.state is not self._state_seen:  # a new plan or new owned hosts: the state was rebuilt
+            self._state_seen = e.state
+            batch.holdings_full = [(a.id, self._holding(a)) for a in resources.allocations(e)]
+            e.state.changed, e.kinds.changed = set(), set()
+            batch.kind_slots = dict.fromkeys(self.kind_slots, 0) | resources.kind_slots(e)
         else:
-            for aid in s.changed or ():
-                a = s.allocs.get(aid)
+            for aid, a in resources.changed(e):
                 batch.holdings[aid] = None if a is None else self._holding(a)
-        s.changed = set()
-        batch.fences = {k: (n, *(s.fence_pool[k] if k in s.fence_pool else (None, None, 0)))
-                        for k, n in s.fences.items()}
+            batch.kind_slots = resources.kind_slots_changed(e, self.kind_slots)
 
     @staticmethod
     def _holding(a: Allocation) -> HoldingPub:
         r = a.reclaim
         return HoldingPub(int(a.request), a.group, a.host, a.slots, a.source,
-                          r.deadline if r else None, r.beneficiary if r else None, r.reason if r else None)
+                          r.deadline if r else None, r.beneficiary if r else None, r.reason if r else None,
+                          kind=isinstance(a, KindAlloc))
 
     def _enforce_fences(self, batch: Batch) -> None:
         """Slots that left an allocation while its processes still use them: stop just
         enough of its activities on that host, newest first (SIGTERM, then SIGKILL after
         kill_grace); the slots are free once the agent reports them gone."""
-        s = self.engine.state
-        for (rid, host), fenced in s.fences.items():
-            if fenced <= 0:
+        for (rid, host), fence in batch.fences.items():
+            if fence[0] <= 0:
                 continue
-            held = s.held_on(rid, host)
+            held = resources.held_on(self, int(rid), host)
             acts = sorted(self._live(int(rid), host), key=lambda a: -a.id)
             running = sum(a.slots for a in acts if not a.stop)
             for a in acts:
@@ -416,6 +421,7 @@ class Master:
         for a in self.allocations.values():
             a.hosts, a.reclaiming, a.held = {}, {}, 0
         self.host_used = {}
+        self.kind_used = {}
         for hid, h in holdings:
             self._put_holding(hid, h)
 
@@ -432,6 +438,8 @@ class Master:
                 a.held -= old.slots
                 a.reclaiming.pop(hid, None)
             self.host_used[old.host] = self.host_used.get(old.host, 0) - old.slots
+            if old.kind:
+                self.kind_used[old.host] = self.kind_used.get(old.host, 0) - old.slots
         if h is not None:
             self.holdings[hid] = h
             a = self.allocations.get(h.request)
@@ -441,6 +449,8 @@ class Master:
                 if h.deadline is not None:
                     a.reclaiming[hid] = h
             self.host_used[h.host] = self.host_used.get(h.host, 0) + h.slots
+            if h.kind:
+                self.kind_used[h.host] = self.kind_used.get(h.host, 0) + h.slots
 
     def _publish(self, batch: Batch) -> None:
         if batch.plan is not None:
@@ -450,6 +460,11 @@ class Master:
         for hid, h in batch.holdings.items():
             self._put_holding(hid, h)
         self.fences = batch.fences
+        for host, n in (batch.kind_slots or {}).items():  # what changed (0: none now)
+            if n:
+                self.kind_slots[host] = n
+            else:
+                self.kind_slots.pop(host, None)
         for client, body in batch.events:
             recent = self.recent_events.setdefault(client, [])
             recent.append(body)
@@ -473,11 +488,7 @@ class Master:
         return consumer in self.consumers
 
     def free_on(self, host: str) -> int:
-        h = self.hosts.get(host)
-        if h is None or h.state != "ok":
-            return 0
-        fenced = sum(f[0] for (_, name), f in self.fences.items() if name == host)
-        return max(0, h.slots - self.host_used.get(host, 0) - fenced)
+        return resources.free_on(self, host)
 
     # -- hosts ------------------------------------------------------------------------
     def _missed_limit(self) -> int:
@@ -524,9 +535,7 @@ class Master:
         """What the allocation's processes use on ``host``: its live activities, and those
         lost with the host that may still run there (hoststates.py)."""
         used = sum(x.slots for x in self._live(alloc, host)) + hoststates.orphan_slots(self, alloc, host)
-        s = self.engine.state
-        if host in s.hosts:
-            s.set_in_use(str(alloc), host, used)
+        resources.set_in_use(self, alloc, host, used)
 
     # -- operations (each runs inside the task) --------------------------------------------
     def op_register_client(self, name: str, consumer: str) -> Callable[[Batch, float], ClientPub]:
@@ -573,7 +582,7 @@ class Master:
 
     def op_create_allocation(self, client: int, consumer: str, groups: list[str], mn: int, mx: int,
                              order: int, exclusive: bool, requirement: str | None, memory: float | None = None,
-                             resources: dict[str, Any] | None = None,
+                             resources_asked: dict[str, Any] | None = None,
                              walltime: float | None = None) -> Callable[[Batch, float], AllocationPub]:
         def run(batch: Batch, now: float) -> AllocationPub:
             if client not in self.clients:
@@ -582,9 +591,12 @@ class Master:
                 raise ApiError(403, f"consumer: client {client} is registered under "
                                     f"{self.clients[client].consumer}, not above {consumer}")
             self.check_allocation(consumer, groups, mn, mx, order, requirement)
+            why = resources.check(exclusive, resources_asked)
+            if why is not None:
+                raise ApiError(422, why)
             quotas.check_allocation(self, consumer, mx)
             a = AllocationPub(self._next_alloc, client, consumer, groups, mn, mx, order, exclusive, requirement,
-                              [], self._seq, now, memory, resources=resources,
+                              [], self._seq, now, memory, resources=resources_asked,
                               walltime=walltime)
             self.engine.submit(self._request(a))
             self._next_alloc += 1
@@ -623,13 +635,13 @@ class Master:
             a = self._alloc(aid)
             if slots:
                 for host, n in slots.items():
-                    held = self.engine.state.held_on(str(aid), host)
+                    held = resources.held_on(self, aid, host)
                     if n > held:
                         raise ApiError(422, f"slots: allocation {aid} holds {held} on {host}, not {n}")
                     if n % a.order:
                         raise ApiError(422, f"slots: {n} on {host} is not whole instances of {a.order}")
             if hosts is None and slots:
-                self.engine.release_hosts(str(aid), (), block=blocked, slots=slots)
+                resources.release_hosts(self, a, (), blocked, slots)
                 if blocked:
                     a.blocked = sorted(set(a.blocked) | set(slots))
             elif hosts is None:
@@ -643,7 +655,7 @@ class Master:
                 unknown = [h for h in hosts if h not in self.hosts and h not in self.engine.state.hosts]
                 if unknown:
                     raise ApiError(422, f"hosts: unknown host {unknown[0]}")
-                self.engine.release_hosts(str(aid), hosts, block=blocked, slots=slots)
+                resources.release_hosts(self, a, hosts, blocked, slots)
                 if blocked:
                     a.blocked = sorted(set(a.blocked) | set(hosts) | set(slots or ()))
             batch.allocations[aid] = a
@@ -668,7 +680,7 @@ class Master:
                           slots: int) -> Callable[[Batch, float], ActivityPub]:
         def run(batch: Batch, now: float) -> ActivityPub:
             a = self._alloc(aid)
-            held = self.engine.state.held_on(str(aid), host)
+            held = resources.held_on(self, aid, host)
             if held == 0:
                 raise ApiError(422, f"host: allocation {aid} holds nothing on {host}")
             used = sum(x.slots for x in self._live(aid, host))
@@ -677,7 +689,8 @@ class Master:
                                     f"allocation {aid} holds {held} there")
             quotas.check_activity(self, a.consumer)
             try:
-                held_devices = devices.assign(self.hosts.get(host), self.live_on.get(host, {}).values(), a, slots)
+                held_devices = devices.assign(self.hosts.get(host), self.live_on.get(host, {}).values(), a, slots,
+                                              prefer=resources.engine_devices(self, aid, host))
             except devices.NotEnough as e:
                 raise ApiError(409, f"host: {e}") from None
             act = ActivityPub(self._next_activity, aid, a.client, host, argv, env, cwd, slots, "starting", now,
@@ -719,9 +732,11 @@ class Master:
 
     def _take_back(self, name: str, batch: Batch) -> None:
         """Close with reclaim: every allocation gives back what it holds on ``name``."""
-        s = self.engine.state
-        for rid in sorted({a.request for a in s.by_host.get(name, {}).values()}):
-            gone = self.engine.release_hosts(rid, [name])
+        for rid in resources.holders_on(self.engine, name):
+            a = self.allocations.get(int(rid))
+            if a is None:
+                continue
+            gone = resources.release_hosts(self, a, [name], False)
             self._alloc_event(batch, rid, "removed", host=name, slots=gone, reason="host closed with reclaim")
 
     def op_open_host(self, name: str) -> Callable[[Batch, float], HostPub]:
@@ -785,7 +800,7 @@ class Master:
         self.group_names = {g.name for g in plan.groups}
         self.parsed = parsed
         self._removals(removed, batch, "removed")
-        for aid in [i for i in self.allocations if str(i) not in self.engine.state.requests]:
+        for aid in [i for i in self.allocations if not resources.is_open(self.engine, i)]:
             a = self.allocations.pop(aid)
             self.quota.allocation_gone(a)
             batch.deleted_allocations.append(aid)
@@ -800,9 +815,12 @@ class Master:
                           running: list[int], agent: dict[str, Any] | None = None
                           ) -> Callable[[Batch, float], HostPub]:
         def run(batch: Batch, now: float) -> HostPub:
+            had = self.hosts.get(name)
+            before = resources.host_vector(had) if had is not None else None
             h, changed = self._reported_host(name, slots, memory, os_name, attributes, batch, now, agent)
             if agent is not None and "resources" in agent:
-                h.resources = agent["resources"]  # its GPUs and cores, for the device ledger (devices.py)
+                h.resources = agent["resources"]  # its vector (resources.py) and devices (devices.py)
+                changed = changed or resources.host_vector(h) != before
             if changed:
                 h.state = "closed" if h.closed else "ok"
                 h.unreachable_since = None

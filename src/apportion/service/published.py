@@ -36,6 +36,7 @@ class HoldingPub:
     deadline: float | None = None
     beneficiary: str | None = None
     reason: str | None = None
+    kind: bool = False  # a vector allocation's (engine/drf.py): its slots are the request's, not the host's
 
 
 @dataclass(slots=True)

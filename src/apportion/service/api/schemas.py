@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from apportion.service.resources import RESERVED
 from apportion.service.strings import LINE, TEXT
 
 # checked by pydantic's own regex engine, which also refuses a lone surrogate (not UTF-8) for
@@ -61,14 +62,34 @@ ResName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=
 Indices = Annotated[list[DeviceIndex], Field(max_length=1024)]
 
 
-class SlotResources(_In):
-    """What each slot of an allocation needs: cores, memory (GB), GPUs (a fraction shares one)."""
+ResAmount = Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)]
 
-    cores: Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)] = 0
+
+def _custom_names(value: dict[str, Any]) -> dict[str, Any]:
+    """No custom kind may take a name the vector gives a field of its own."""
+    taken = sorted(k for k in value if k in RESERVED)
+    if taken:
+        raise ValueError(f"{taken[0]} is not a custom resource name (the vector names it itself)")
+    return value
+
+
+class SlotResources(_In):
+    """What each slot of an allocation needs: cores, memory (GB), GPUs (a fraction shares one),
+    and countable custom kinds that agents report (``--resource NAME=N``)."""
+
+    cores: ResAmount = 0
     memory: Annotated[float, Field(ge=0, le=1_000_000, allow_inf_nan=False)] = 0
-    gpus: Annotated[float, Field(ge=0, le=4096, allow_inf_nan=False)] = 0
+    gpus: ResAmount = 0
     gpu_model: Annotated[str, StringConstraints(min_length=1, max_length=200,
                                                 pattern=r"^[^\x00-\x1f\x7f]*$")] | None = None
+    custom: Annotated[dict[ResName, ResAmount], Field(max_length=64), AfterValidator(_custom_names)] = {}
+
+    def as_json(self) -> dict[str, Any]:
+        """As stored and shown: every built-in kind, ``custom`` only where it names any."""
+        out = self.model_dump()
+        if not out["custom"]:
+            del out["custom"]
+        return out
 
 
 class GpuDevice(_In):
@@ -87,7 +108,7 @@ class HostResourcesIn(_In):
     gpus: ResCount = 0
     gpu_model: ShortText | None = None
     devices: Annotated[list[GpuDevice], Field(max_length=1024)] = []
-    custom: Annotated[dict[ResName, ResCount], Field(max_length=64)] = {}
+    custom: Annotated[dict[ResName, ResCount], Field(max_length=64), AfterValidator(_custom_names)] = {}
     pin_cores: Annotated[bool, Field(strict=True)] = False
     cpus: Indices = []
 

@@ -56,7 +56,7 @@ async def create_allocation(body: AllocationIn, c: Caller = Depends(user)) -> An
     m.check_allocation(body.consumer, groups, body.min, body.max, body.slots_per_instance, body.requirement)
     a = await run(m, m.op_create_allocation(body.client, body.consumer, groups, body.min, body.max,
                                             body.slots_per_instance, body.exclusive, body.requirement, body.memory,
-                                            body.resources.model_dump() if body.resources is not None else None,
+                                            body.resources.as_json() if body.resources is not None else None,
                                             walltime=body.walltime))
     return answer(a.json(), 201)
 

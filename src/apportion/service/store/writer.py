@@ -62,6 +62,7 @@ class Batch:
     events: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     wake_hosts: set[str] = field(default_factory=set)
     decisions: Any = None
+    kind_slots: dict[str, int] | None = None  # host -> the part of its slots vector work holds, what changed (not stored)
     # DUCC
     jobs: dict[int, JobPub] = field(default_factory=dict)
     new_items: list[dict[str, Any]] = field(default_factory=list)  # rows of submitted jobs' items
