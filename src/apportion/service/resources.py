@@ -76,10 +76,6 @@ def slot_vector(a: AllocationPub) -> Kinds:
     return tuple(kv for kv in need if kv[1] > 0)
 
 
-def is_vector(a: AllocationPub) -> bool:
-    return bool(slot_vector(a))
-
-
 class VectorFilter:
     """Where a vector request may go: its requirement, hosts it blocked, and with a
     ``gpu_model`` only hosts whose GPUs are all of that model (case-blind, within the name)."""
