@@ -23,7 +23,7 @@ class GroupPlan:
     __slots__ = ("name", "settings", "children", "tree", "leaves", "parents", "pools_of",
                  "leaves_under", "pool_order", "lenders", "max_chain", "index", "_lender_order",
                  "ancestors", "parent_of", "capped_parents", "draws_from", "owners", "max_of",
-                 "owned_hosts", "draws_set", "victim_order", "_borrowers", "_top_owners")
+                 "owned_hosts", "draws_set", "victim_order", "_borrowers", "_top_owners", "_most")
 
     def __init__(self, plan: Plan, name: str, ancestors: dict[str, tuple[str, ...]]) -> None:
         self.name = name
@@ -80,6 +80,7 @@ class GroupPlan:
         self._lender_order: dict[str, list[str]] = {}
         self._borrowers: dict[str, list[str]] = {}
         # owners with no owner above them: a consumer inside an owner owns part of what it does
+        self._most: dict[tuple[str, int], int] = {}  # most_for, per leaf and group size
         self._top_owners = [p for p, st in self.settings.items() if st.owned > 0 and not any(
             a in self.settings and self.settings[a].owned > 0 for a in ancestors.get(p, ()))]
         self.capped_parents = [p for p in self.parents if p != ROOT and self.settings[p].max is not None]
@@ -100,6 +101,12 @@ class GroupPlan:
         slots less what consumers outside its chain own (EGO's ownership: theirs
         alone), plus what of that they may lend it, within its ``borrow_limit`` and
         every ``max`` above it. A rigid request wider than this can never start."""
+        got = self._most.get((leaf, slots))
+        if got is None:
+            got = self._most[(leaf, slots)] = self._most_for(leaf, slots)
+        return got
+
+    def _most_for(self, leaf: str, slots: int) -> int:
         chain = set(self.pools_of[leaf]) | {leaf}
         lent = 0
         for x in self.lenders:
