@@ -4,12 +4,15 @@ only its GPUs. A real master and a real agent told of two GPUs (``--gpus 0,1``, 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from tests.service.live import CLI, one_host
+from tests.service.live import CLI, one_host, wait_until
 
 PLAN = """
 resource_groups:
@@ -22,7 +25,7 @@ SHOW = "import os; print('sees', repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with one_host(tmp_path_factory.mktemp("runres"), PLAN, "g1", 2, ["--gpus", "0,1"]) as m:
+    with one_host(tmp_path_factory.mktemp("runres"), PLAN, "g1", 2, ["--gpus", "0,1", "--resource", "fpga=1"]) as m:
         yield m
 
 
@@ -49,3 +52,34 @@ def test_bad_resources_name_the_option(cluster) -> None:
     assert p.returncode == 2 and "--resources" in p.stderr and "'lots' is not a number" in p.stderr, p.stderr
     with cluster.http() as c:
         assert c.get("/v1/allocations").json()["allocations"] == []
+
+
+@pytest.mark.timeout(120)
+def test_a_custom_kind_is_asked_for_by_its_name(cluster) -> None:
+    """``--resources fpga=1`` asks for one of the kind the agent reports with ``--resource fpga=1``:
+    the master holds it for the command while it runs, and frees it after."""
+    shared = Path(tempfile.mkdtemp(prefix="apportion-runres-"))
+    shared.chmod(0o755)  # the command may run as another user than this test's
+    go = shared / "go"
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)\nprint('done')"
+    p = subprocess.Popen([*CLI, "run", "--master", cluster.url, "--consumer", "/Apps", "--resources", "fpga=1", "--",
+                          sys.executable, "-c", wait], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "APPORTION_TOKEN": cluster.token})
+    try:
+        with cluster.http() as c:
+            held = wait_until(lambda: [a for a in c.get("/v1/allocations").json()["allocations"] if a["held"]], 60,
+                              "the command's allocation granted")
+            assert held[0]["resources"]["custom"] == {"fpga": 1}, held[0]
+            used = wait_until(lambda: c.get("/v1/hosts").json()["hosts"][0]["resources_used"].get("fpga"), 30,
+                              "the fpga counted as used")
+            assert used == 1
+            go.touch()
+            out, err = p.communicate(timeout=60)
+            assert p.returncode == 0 and out.splitlines() == ["[g1] done"], (out, err)
+            wait_until(lambda: not c.get("/v1/hosts").json()["hosts"][0]["resources_used"].get("fpga"), 30,
+                       "the fpga free again")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        shutil.rmtree(shared, ignore_errors=True)

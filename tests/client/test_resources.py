@@ -12,6 +12,14 @@ from hypothesis import strategies as st
 from apportion.client import parse_resources, resources_of
 
 
+def test_a_custom_kind_is_sent_under_custom() -> None:
+    """A kind agents report with ``--resource NAME=N`` is asked for by its name, as the HTTP API's
+    ``custom`` takes it."""
+    assert parse_resources("cores=2,fpga=1,licence_x=0.5") == {"cores": 2, "custom": {"fpga": 1, "licence_x": 0.5}}
+    assert resources_of({"gpus": 1, "fpga": 2}) == {"gpus": 1, "custom": {"fpga": 2}}
+    assert resources_of({"custom": {"fpga": 2}}) == {"custom": {"fpga": 2}}
+
+
 def test_the_command_line_form() -> None:
     assert parse_resources("cores=8,memory=64,gpus=1,gpu_model=A100") == {
         "cores": 8, "memory": 64, "gpus": 1, "gpu_model": "A100"}
@@ -23,7 +31,8 @@ def test_the_command_line_form() -> None:
     ("", "no resources given"), ("cores", "KIND=AMOUNT"), ("cores=", "KIND=AMOUNT"), ("=3", "KIND=AMOUNT"),
     ("cores=two", "'two' is not a number"), ("cores=1,cores=2", "cores given twice"),
     ("gpus=-1", "gpus must be from 0 to 4096"), ("memory=inf", "memory must be a number"),
-    ("disks=2", "unknown kind 'disks'"), ("gpus=nan", "gpus must be a number"),
+    ("2disks=2", "unknown kind '2disks'"), ("gpus=nan", "gpus must be a number"),
+    ("slots=2", "unknown kind 'slots'"), ("fpga=5000", "fpga must be from 0 to 4096"), ("custom=1", "custom must be a mapping"),
 ])
 def test_bad_text_names_what_is_wrong(text: str, says: str) -> None:
     with pytest.raises(ValueError, match=says):
@@ -33,7 +42,10 @@ def test_bad_text_names_what_is_wrong(text: str, says: str) -> None:
 @pytest.mark.parametrize("bad, says", [
     ({"gpus": True}, "gpus must be a number"), ({"cores": "8"}, "cores must be a number"),
     ({"cores": 5000}, "cores must be from 0 to 4096"), ({"gpu_model": ""}, "gpu_model must be"),
-    ({"gpu_model": "A100\n"}, "gpu_model must be"), ({"fpga": 1}, "unknown kind 'fpga'"),
+    ({"gpu_model": "A100\n"}, "gpu_model must be"), ({"fpga": -1}, "fpga must be from 0 to 4096"),
+    ({"fpga-2": 1}, "unknown kind 'fpga-2'"), ({"x" * 65: 1}, "unknown kind"), ({"custom": [1]}, "custom must be a mapping"),
+    ({"custom": {"cores": 1}}, "unknown kind 'cores'"), ({"fpga": 1, "custom": {"fpga": 2}}, "fpga given twice"),
+    ({"fpga": True}, "fpga must be a number"),
 ])
 def test_bad_mappings_are_refused_before_they_are_sent(bad: dict, says: str) -> None:
     with pytest.raises(ValueError, match=says):

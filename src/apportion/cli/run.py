@@ -247,7 +247,8 @@ def run(command: Annotated[list[str], typer.Argument(help="The command and its a
             "(backfill). Nothing stops the command past it.")] = None,
         resources: Annotated[str | None, typer.Option(
             "--resources", help="What each slot needs, e.g. cores=8,memory=64,gpus=1,gpu_model=A100 (memory in "
-            "GB; gpus=0.5 shares a device). Each command sees only its GPUs in CUDA_VISIBLE_DEVICES.")] = None,
+            "GB; gpus=0.5 shares a device; any other name is a custom kind the agents report, e.g. fpga=1). "
+            "Each command sees only its GPUs in CUDA_VISIBLE_DEVICES.")] = None,
         master: Annotated[str | None, typer.Option("--master", envvar="APPORTION_MASTER",
                                                    help="The master's URL (default http://127.0.0.1:8470).")] = None,
         token_file: Annotated[Path | None, typer.Option("--token-file", help="A file holding the token.")] = None,
