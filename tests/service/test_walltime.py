@@ -167,3 +167,30 @@ def test_alloc_view_says_the_walltime_the_start_and_the_end_by_it():
     assert ends.startswith(datetime.fromtimestamp(t + 90).strftime("%H:%M:%S") + " (")
     assert _run_time({"walltime": None, "started_at": t})[0::2] == ["-", "-"]  # no end without a walltime
     assert _run_time({"walltime": 90.0, "started_at": None})[1:] == ["-", "-"]  # not started
+
+
+def test_the_next_reservation_is_chosen_at_once_not_a_tick_later(tmp_path):
+    """When a reservation's request starts while another wide rigid request waits, the engine
+    says the next cycle may decide more (the other gets the reservation next). The master runs
+    that cycle at once: with a tick of 60 s and heartbeats every 30 s, nothing else would run a
+    cycle within the bound below."""
+    m = start_master(tmp_path / "m", PLAN, extra=["--tick", "60", "--heartbeat", "30"])
+    agent = start_agent(m, "h1", tmp_path / "h1", slots=8)
+    try:
+        with m.http() as c:
+            _up(c)
+            a = c.post("/v1/clients", json={"name": "appA", "consumer": "/A"}).json()["id"]
+            first = ask(c, a, "/A", 8)
+            wait_until(lambda: listed(c)[first]["held"] == 8, 20, "the first granted")
+            r1 = ask(c, a, "/A", 8, walltime=500)
+            r2 = ask(c, a, "/A", 8, walltime=500)
+            wait_until(lambda: listed(c)[r1]["reserved"], 20, "r1 reserved")
+            assert not listed(c)[r2]["reserved"]
+            assert c.delete(f"/v1/allocations/{first}").status_code in (200, 204)
+            # r1 starts in the cycle of the delete; r2 is reserved in the one right after it
+            got = wait_until(lambda: (x := listed(c))[r1]["held"] == 8 and x[r2]["reserved"] and x, 10,
+                             "r1 started and r2 reserved at once")
+            assert got[r2]["planned_start"] == pytest.approx(got[r1]["started_at"] + 500, abs=1e-3), got[r2]
+    finally:
+        agent.kill()
+        m.proc.kill()

@@ -98,6 +98,7 @@ class Master:
         self.store_down_since: float | None = None
         self.stale = False  # the store could not be read back after a failed commit: nothing is served
         self.cycles = 0
+        self.again = False  # the last cycle said the next one may decide more at once (Decisions.again)
         self.last_cycle_seconds = 0.0
         self.observers: list[Callable[[Decisions, float], None]] = []  # metrics
         self.committed: list[Callable[[Batch], None]] = []  # after each publication: console feed, history
@@ -232,13 +233,21 @@ class Master:
         commitguard.check(self)
         self.ready = True
         tick = self.settings.tick
+        chained = False
         while True:
             if self.store_down is not None:
                 await commitguard.wait(self, self._serve_read)
                 continue
             deadline = self._next_deadline()
             timeout = tick if deadline is None else max(0.0, min(tick, deadline - time.time()))
-            if self.queue.empty():
+            # a cycle that says the next may decide more (a reservation's request started, so
+            # another gets the reservation; or work with a walltime started, so planned starts
+            # and backfill move) is followed by one at once, not a tick later; never two in a row
+            if self.again and not chained:
+                timeout, chained = 0.0, True
+            else:
+                chained = False
+            if self.queue.empty() and timeout > 0:
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout)
                 except TimeoutError:
@@ -329,6 +338,7 @@ class Master:
         decisions = self.engine.cycle(now)
         self.last_cycle_seconds = time.perf_counter() - started
         self.cycles += 1
+        self.again = decisions.again
         self._record(decisions, batch)
         walltimes.note_started(self, decisions, batch, now)
         batch.fences = resources.fences(self.engine)
