@@ -371,7 +371,8 @@ class KindBook:
             aid = state._next_id
         if aid >= state._next_id:
             state._next_id = aid + 1
-        a = KindAlloc(aid, kr.spec.id, kr.spec.consumer, group, host, slots, source, need=kr.need, gpus=tuple(gpus))
+        spec = kr.spec
+        a = KindAlloc(aid, spec.id, spec.consumer, group, host, slots, source, None, kr.need, tuple(gpus) if gpus else ())
         if self.changed is not None:
             self.changed.add(aid)
         self.allocs[aid] = a
@@ -381,11 +382,11 @@ class KindBook:
         mine[aid] = a
         kr.allocs[aid] = a
         kr.held += slots
-        if kr.listed != (kr.held < kr.spec.max and kr.spec.id in self.requests):
+        if kr.listed != (kr.held < spec.max and spec.id in self.requests):
             self._track(kr)
         # what one instance needs is worked out once per request (the same numbers as ``a.amount``)
-        amount = kr.inst if slots == kr.spec.order else a.amount
-        key = (group, kr.spec.consumer)
+        amount = kr.inst if slots == spec.order else a.amount
+        key = (group, spec.consumer)
         self.dom.pop(key, None)
         self._on_host(state, host, amount, 1)
         used = self.use.get(key)
