@@ -120,6 +120,44 @@ class KindRequest:
         return max(0, self.spec.max - self.held)
 
 
+class Packer:
+    """engine/gpupack.py's view of a group's hosts for best fit and FGD, kept from one placement
+    to the next: a host's free CPU, memory and GPUs (and its fragmentation) are read again only
+    when something changed there (``dirty``), and the typical tasks only when the requests did."""
+
+    def __init__(self, book: KindBook, state: ClusterState, names: list[str]) -> None:
+        self.names = names
+        self.index = {n: i for i, n in enumerate(names)}
+        rows = [book._gpu_row(state, n) for n in names]
+        self.cluster = gpupack.Cluster([0] * len(names), [0] * len(names), [len(r) for r in rows])
+        self.dirty: set[str] = set(names)
+        self.frag: gpupack.Fragmentation | None = None
+        self.mix_key: object = None  # what the typical tasks of ``frag`` were worked out from
+
+    def sync(self, book: KindBook, state: ClusterState, mix_key: object, mix: gpupack.TaskMix | None) -> None:
+        """Read again the hosts that changed (their fragmentation too); the fragmentation over
+        ``mix`` (None: none) worked out afresh when the typical tasks changed (``mix_key``)."""
+        if mix is None or self.mix_key != mix_key:
+            self.frag, self.mix_key = None, None
+        c, index = self.cluster, self.index
+        for n in self.dirty:
+            i = index.get(n)
+            if i is None:
+                continue
+            f = book.free_on(state, n)
+            c.cpu[i] = c.cpu_cap[i] = max(0, int(f.get("cores", 0.0) * 1000 + 1e-6))
+            c.mem[i] = c.mem_cap[i] = max(0, int(f.get("memory", 0.0) * 1024 + 1e-6))
+            r = book._gpu_row(state, n)
+            c.gpu[i, :len(r)] = r
+            if self.frag is not None:
+                self.frag.refresh(i)
+        self.dirty.clear()
+        # best fit scales by the largest free CPU, as a cluster made afresh from free space would
+        c.cpu_scale = float(max(1, int(c.cpu.max()) if len(c) else 1))
+        if mix is not None and self.frag is None:
+            self.frag, self.mix_key = gpupack.Fragmentation(c, mix), mix_key
+
+
 class KindBook:
     """What vector requests hold, per host, per (group, leaf) and per GPU device."""
 
@@ -149,6 +187,10 @@ class KindBook:
         self.marked: dict[int, KindAlloc] = {}  # allocations being reclaimed
         self._free: dict[str, Vector] = {}  # host -> free_on, while no slot work is there
         self._caps: dict[str, tuple] = {}  # host -> (its resources, as a dict)
+        self.packers: dict[str, Packer] = {}  # group -> its hosts as best fit and FGD see them
+        self._slot_work = False  # there was slot work at the last cycle (its room moves unseen)
+        self._requests_seen = 0  # counts changes to the open requests (the typical tasks follow them)
+        self._mixes: dict[str, tuple[int, gpupack.TaskMix | None]] = {}  # group -> (that count, its tasks)
         self.totals: dict[str, Vector] = {}  # group -> what its hosts have (until hosts change)
         self._arrivals = 0
         self._deferred: set[str] | None = None  # hosts whose fence is brought up to date at the cycle's end
@@ -195,6 +237,7 @@ class KindBook:
     def forget_places(self) -> None:
         """Hosts changed outside this book (a state, a plan): free space is read again."""
         self._free.clear()
+        self.packers.clear()
         self._open = None
         self.totals.clear()
         self.dom.clear()
@@ -262,6 +305,16 @@ class KindBook:
         return self._plan_facts[1], self._plan_facts[2]
         self.totals.clear()
 
+    def typical_tasks(self, group: str) -> gpupack.TaskMix | None:
+        """FGD's typical tasks of ``group``: one slot of each open request that may use it (None:
+        none), worked out again only when the open requests changed."""
+        got = self._mixes.get(group)
+        if got is None or got[0] != self._requests_seen:
+            tasks = [gpupack.Task(int(r.need.get("cores", 0.0) * 1000), int(r.need.get("memory", 0.0) * 1024),
+                                  r.gpu[0], r.gpu[1]) for r in self.requests.values() if group in r.groups]
+            got = self._mixes[group] = (self._requests_seen, gpupack.typical_mix(tasks) if tasks else None)
+        return got[1]
+
     def __bool__(self) -> bool:
         return bool(self.requests or self.allocs)
 
@@ -273,6 +326,7 @@ class KindBook:
             raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
         kr = KindRequest(req, state.groups_of(req), self._arrivals)  # a bad GPU amount is refused here
         self.requests[req.id] = kr
+        self._requests_seen += 1
         self._arrivals += 1
         self._track(kr)
         unit = self.unit
@@ -301,6 +355,7 @@ class KindBook:
 
     def release(self, state: ClusterState, rid: str) -> None:
         kr = self.requests.pop(rid)
+        self._requests_seen += 1
         self._track(kr)
         for a in list(kr.allocs.values()):
             self._drop(state, a)
@@ -411,6 +466,8 @@ class KindBook:
     def _on_host(self, state: ClusterState, host: str, amount: Vector, sign: int) -> None:
         """``amount`` taken (+1) from or given back (-1) to what ``host`` has free."""
         h = state.hosts.get(host)
+        for p in self.packers.values():
+            p.dirty.add(host)
         if self.free_sum:
             if h.takes_work:  # type: ignore[union-attr]
                 for g in h.groups:  # type: ignore[union-attr]
@@ -590,6 +647,7 @@ class KindBook:
     def respec(self, rid: str, spec: Request) -> None:
         """``rid`` with a new spec of the same needs (a requirement that now blocks hosts)."""
         kr = self.requests.pop(rid)
+        self._requests_seen += 1
         self._track(kr)  # out of the lists under its old shape
         kr.spec = spec
         kr.shape = shape_of(spec)
@@ -654,6 +712,7 @@ class KindBook:
         longer leaves, allocations in groups or on hosts no longer there."""
         gone: list[Removal] = []
         self.forget_places()
+        self._requests_seen += 1
         for rid, kr in list(self.requests.items()):
             c = state.consumers.get(kr.spec.consumer)
             if c is None or not c.is_leaf:
@@ -707,10 +766,12 @@ class KindBook:
             out.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, a.reclaim.reason))
             self._drop(state, a)
         self._cancel_unneeded(state, out)
-        if state.allocs:  # slot work moves room on shared hosts without telling this book
+        if state.allocs or self._slot_work:  # slot work moves room on shared hosts without telling this book
             self._free.clear()
+            self.packers.clear()
             self._open = None
             self.free_sum.clear()
+        self._slot_work = bool(state.allocs)
         given: dict[str, list[KindAlloc]] = {}
         for group in state.group_names:
             if self.wanting_by.get(group):
@@ -807,6 +868,7 @@ class GroupCycle:
         self.hosts = [n for n in state.groups[group].rank]  # the group's order
         self.packing = next((g.packing for g in state.plan.groups if g.name == group), "first")
         self.ratios: dict[str, float] = {}  # leaf -> its share_ratio in the group
+        self._every: list[str] | None = None  # the hosts best fit and FGD may use for any request
 
     def run(self, wanting: dict[str, SortedDict]) -> None:
         """``wanting``: leaf -> its requests below their max that may use the group, oldest first."""
@@ -891,37 +953,44 @@ class GroupCycle:
     def _pack(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
         """engine/gpupack.py's best fit or FGD, over the hosts that may take the request, on
         their free CPU (thousandths), memory (MiB) and GPUs per device."""
-        names = list(self._candidates(kr))
+        book, state = self.book, self.state
+        every = kr.spec.requirement is None  # else the hosts its requirement lets it use
+        names = self._all_candidates() if every else list(self._candidates(kr))
         if not names:
             return None
-        book, state = self.book, self.state
-        free = [book.free_on(state, n) for n in names]
-        rows = [book._gpu_row(state, n) for n in names]
-        cluster = gpupack.Cluster([max(0, int(f.get("cores", 0.0) * 1000 + 1e-6)) for f in free],
-                                  [max(0, int(f.get("memory", 0.0) * 1024 + 1e-6)) for f in free],
-                                  [len(r) for r in rows])
-        for i, r in enumerate(rows):
-            cluster.gpu[i, :len(r)] = r
         k, milli = kr.gpu
+        if k and milli < MILLI and slots > 1:
+            return self._first_of(kr, slots, names)
         task = gpupack.Task(int(kr.need.get("cores", 0.0) * slots * 1000 + 1e-6),
                             int(kr.need.get("memory", 0.0) * slots * 1024 + 1e-6),
                             k * slots if milli >= MILLI else k, milli if k else 0)
-        if k and milli < MILLI and slots > 1:
-            return self._first_of(kr, slots, names)
-        frag = None
-        if self.packing == "fgd":
-            mix = gpupack.typical_mix([gpupack.Task(int(r.need.get("cores", 0.0) * 1000), int(r.need.get("memory", 0.0) * 1024),
-                                                    r.gpu[0], r.gpu[1]) for r in self.book.requests.values()
-                                       if self.group in r.groups] or [task])
-            frag = gpupack.Fragmentation(cluster, mix)
+        mix = book.typical_tasks(self.group) if self.packing == "fgd" else None
+        if every:  # the group's packer, kept from one placement to the next
+            packer = book.packers.get(self.group)
+            if packer is None or packer.names != names:
+                packer = book.packers[self.group] = Packer(book, state, names)
+        else:
+            packer = Packer(book, state, names)
+        packer.sync(book, state, book._requests_seen, mix)
+        cluster, frag = packer.cluster, packer.frag
+        if self.packing == "fgd" and frag is None:  # no open request in the group: this one's type
+            frag = gpupack.Fragmentation(cluster, gpupack.typical_mix([task]))
         where = gpupack.choose(cluster, task, self.packing, frag=frag)
         if where is None:
             return None
         n = names[where.node]
         gpus = [(g, milli) for g in where.gpus]
-        if not fits(scaled(kr.need, slots), free[where.node]):
+        if not fits(scaled(kr.need, slots), book.free_on(state, n)):
             return self._first_of(kr, slots, names)
         return n, gpus
+
+    def _all_candidates(self) -> list[str]:
+        """The group's hosts that take work and have resources, in its order (once a cycle)."""
+        got = self._every
+        if got is None:
+            hosts = self.state.hosts
+            got = self._every = [n for n in self.hosts if hosts[n].takes_work and hosts[n].host.resources]
+        return got
 
     def _first_of(self, kr: KindRequest, slots: int, names: list[str]) -> tuple[str, list[tuple[int, int]]] | None:
         for n in names:
