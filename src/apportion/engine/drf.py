@@ -137,8 +137,6 @@ class Packer:
     def sync(self, book: KindBook, state: ClusterState, mix_key: object, mix: gpupack.TaskMix | None) -> None:
         """Read again the hosts that changed (their fragmentation too); the fragmentation over
         ``mix`` (None: none) worked out afresh when the typical tasks changed (``mix_key``)."""
-        if mix is None or self.mix_key != mix_key:
-            self.frag, self.mix_key = None, None
         c, index = self.cluster, self.index
         for n in self.dirty:
             i = index.get(n)
@@ -154,8 +152,10 @@ class Packer:
         self.dirty.clear()
         # best fit scales by the largest free CPU, as a cluster made afresh from free space would
         c.cpu_scale = float(max(1, int(c.cpu.max()) if len(c) else 1))
-        if mix is not None and self.frag is None:
-            self.frag, self.mix_key = gpupack.Fragmentation(c, mix), mix_key
+        if mix is None:
+            self.frag = self.mix_key = None
+        elif self.frag is None or self.mix_key != mix_key:
+            self.frag, self.mix_key = gpupack.Fragmentation(c, mix, before=self.frag), mix_key
 
 
 class KindBook:
