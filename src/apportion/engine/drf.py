@@ -466,8 +466,9 @@ class KindBook:
     def _on_host(self, state: ClusterState, host: str, amount: Vector, sign: int) -> None:
         """``amount`` taken (+1) from or given back (-1) to what ``host`` has free."""
         h = state.hosts.get(host)
-        for p in self.packers.values():
-            p.dirty.add(host)
+        if self.packers:
+            for p in self.packers.values():
+                p.dirty.add(host)
         if self.free_sum:
             if h.takes_work:  # type: ignore[union-attr]
                 for g in h.groups:  # type: ignore[union-attr]
@@ -946,7 +947,8 @@ class GroupCycle:
         if free is None or not fits(kr.inst, free):
             return False
         a = self.book._add(self.state, kr, self.group, host, slots, [], SHARED)
-        self.given.setdefault(kr.spec.id, []).append(a)
+        if kr.held < kr.spec.min:  # see _grant
+            self.given.setdefault(kr.spec.id, []).append(a)
         self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, SHARED))
         return True
 
@@ -1001,7 +1003,10 @@ class GroupCycle:
 
     def _grant(self, kr: KindRequest, host: str, gpus: list[tuple[int, int]], slots: int, source: str) -> None:
         a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)  # and in _quick
-        self.given.setdefault(kr.spec.id, []).append(a)
+        # what a request below its min got this cycle, given back at its end if it stays below:
+        # what comes once it is at its min stays (what it holds only grows within a cycle)
+        if kr.held < kr.spec.min:
+            self.given.setdefault(kr.spec.id, []).append(a)
         self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, source))
 
     @staticmethod
