@@ -1009,12 +1009,6 @@ class GroupCycle:
             self.given.setdefault(kr.spec.id, []).append(a)
         self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, source))
 
-    @staticmethod
-    def _instance(kr: KindRequest) -> int:
-        """Slots of the next instance: ``order``, or 0 when that would pass the request's max."""
-        order = kr.spec.order
-        return order if kr.spec.max - kr.held >= order else 0
-
     # -- 2. own ----------------------------------------------------------------------------
     def _own(self, wanting: dict[str, list[KindRequest]]) -> None:
         owners = [leaf for leaf in self.owners.get(self.group, ()) if leaf in wanting]
@@ -1173,7 +1167,8 @@ class GroupCycle:
             while i < len(reqs):
                 kr = reqs[i]
                 spec = kr.spec
-                n = spec.order if spec.max - kr.held >= spec.order else 0  # _instance
+                # slots of its next instance: order, or 0 when that would pass its max
+                n = spec.order if spec.max - kr.held >= spec.order else 0
                 shape = kr.shape
                 if not n or shape in failed or (leaf, shape) in blocked or (shape in dead and leaf not in owners):
                     i += 1
