@@ -469,12 +469,11 @@ class KindBook:
         if self.packers:
             for p in self.packers.values():
                 p.dirty.add(host)
-        if self.free_sum:
-            if h.takes_work:  # type: ignore[union-attr]
-                for g in h.groups:  # type: ignore[union-attr]
-                    fs = self.free_sum.get(g.name)
-                    if fs is not None:
-                        add_into(fs, amount, -sign)
+        if self.free_sum and h is not None and h.takes_work:
+            for g in h.groups:
+                fs = self.free_sum.get(g.name)
+                if fs is not None:
+                    add_into(fs, amount, -sign)
         used = self.host_used.get(host)
         if used is None:
             used = self.host_used[host] = {}
