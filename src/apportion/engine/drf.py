@@ -38,6 +38,7 @@ I/O, no clock.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections.abc import Iterator
@@ -71,6 +72,22 @@ def gpu_shape(amount: float) -> tuple[int, int]:
     return round(amount), MILLI
 
 
+_SHAPES: dict[tuple, int] = {}
+
+
+def shape_of(spec: Request) -> int | None:
+    """What first-fit placement remembers a host cursor by: the same number for the same
+    (resources, order), None when a requirement filters hosts. A number, as it is hashed
+    several times for each grant (a tuple's hash is worked out anew each time)."""
+    if spec.requirement is not None:
+        return None
+    key = (spec.resources, spec.order)
+    got = _SHAPES.get(key)
+    if got is None:
+        got = _SHAPES[key] = len(_SHAPES)
+    return got
+
+
 @dataclass(slots=True, eq=False)
 class KindAlloc(Allocation):
     """A slot allocation that also holds what each slot needs of every kind."""
@@ -94,13 +111,51 @@ class KindRequest:
         self.groups = groups
         self.arrival = arrival
         # what first-fit placement remembers a host cursor by (None: a requirement filters hosts)
-        self.shape = (spec.resources, spec.order) if spec.requirement is None else None
+        self.shape = shape_of(spec)
         self.inst = scaled(self.need, spec.order)  # what one instance needs
         self.listed = False  # in the book's wanting lists
 
     @property
     def unmet(self) -> int:
         return max(0, self.spec.max - self.held)
+
+
+class Packer:
+    """engine/gpupack.py's view of a group's hosts for best fit and FGD, kept from one placement
+    to the next: a host's free CPU, memory and GPUs (and its fragmentation) are read again only
+    when something changed there (``dirty``), and the typical tasks only when the requests did."""
+
+    def __init__(self, book: KindBook, state: ClusterState, names: list[str]) -> None:
+        self.names = names
+        self.index = {n: i for i, n in enumerate(names)}
+        rows = [book._gpu_row(state, n) for n in names]
+        self.cluster = gpupack.Cluster([0] * len(names), [0] * len(names), [len(r) for r in rows])
+        self.dirty: set[str] = set(names)
+        self.frag: gpupack.Fragmentation | None = None
+        self.mix_key: object = None  # what the typical tasks of ``frag`` were worked out from
+
+    def sync(self, book: KindBook, state: ClusterState, mix_key: object, mix: gpupack.TaskMix | None) -> None:
+        """Read again the hosts that changed (their fragmentation too); the fragmentation over
+        ``mix`` (None: none) worked out afresh when the typical tasks changed (``mix_key``)."""
+        c, index = self.cluster, self.index
+        for n in self.dirty:
+            i = index.get(n)
+            if i is None:
+                continue
+            f = book.free_on(state, n)
+            c.cpu[i] = c.cpu_cap[i] = max(0, int(f.get("cores", 0.0) * 1000 + 1e-6))
+            c.mem[i] = c.mem_cap[i] = max(0, int(f.get("memory", 0.0) * 1024 + 1e-6))
+            r = book._gpu_row(state, n)
+            c.gpu[i, :len(r)] = r
+            if self.frag is not None:
+                self.frag.refresh(i)
+        self.dirty.clear()
+        # best fit scales by the largest free CPU, as a cluster made afresh from free space would
+        c.cpu_scale = float(max(1, int(c.cpu.max()) if len(c) else 1))
+        if mix is None:
+            self.frag = self.mix_key = None
+        elif self.frag is None or self.mix_key != mix_key:
+            self.frag, self.mix_key = gpupack.Fragmentation(c, mix, before=self.frag), mix_key
 
 
 class KindBook:
@@ -116,17 +171,26 @@ class KindBook:
         self.incoming: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> being reclaimed for it
         self.wanting: dict[str, KindRequest] = {}  # open requests below their max
         self.wanting_by: dict[str, dict[str, SortedDict]] = {}  # group -> leaf -> arrival -> request
-        self.shapes_in: dict[str, dict[tuple | None, int]] = {}  # group -> shape -> wanting requests of it
+        self.shapes_in: dict[str, dict[int | None, int]] = {}  # group -> shape -> wanting requests of it
         # the least of every kind any request asks a slot: a host without that much free fits
         # nothing; per group, the hosts that have it (their positions in the group), in order
         self.unit: Vector | None = None
         self._open: dict[str, SortedList] | None = None
+        # within a cycle: hosts given work whose place in the open hosts is brought up to date
+        # when those are next read (a host takes several instances in a row, and most of them
+        # go where their shape last went, without reading them)
+        self._reopen: set[str] | None = None
         self.dom: dict[tuple[str, str], float] = {}  # (group, leaf) -> dominant share, as last worked out
         self._plan_facts: tuple | None = None
         self.free_sum: dict[str, Vector] = {}  # group -> free on its hosts that take work
         self.on_host: dict[str, dict[int, KindAlloc]] = {}
         self.marked: dict[int, KindAlloc] = {}  # allocations being reclaimed
-        self._free: dict[str, Vector] = {}  # host -> free_on, while nothing changes there
+        self._free: dict[str, Vector] = {}  # host -> free_on, while no slot work is there
+        self._caps: dict[str, tuple] = {}  # host -> (its resources, as a dict)
+        self.packers: dict[str, Packer] = {}  # group -> its hosts as best fit and FGD see them
+        self._slot_work = False  # there was slot work at the last cycle (its room moves unseen)
+        self._requests_seen = 0  # counts changes to the open requests (the typical tasks follow them)
+        self._mixes: dict[str, tuple[int, gpupack.TaskMix | None]] = {}  # group -> (that count, its tasks)
         self.totals: dict[str, Vector] = {}  # group -> what its hosts have (until hosts change)
         self._arrivals = 0
         self._deferred: set[str] | None = None  # hosts whose fence is brought up to date at the cycle's end
@@ -173,6 +237,7 @@ class KindBook:
     def forget_places(self) -> None:
         """Hosts changed outside this book (a state, a plan): free space is read again."""
         self._free.clear()
+        self.packers.clear()
         self._open = None
         self.totals.clear()
         self.dom.clear()
@@ -183,6 +248,7 @@ class KindBook:
         """Positions in ``group`` of the hosts that take work and have at least ``unit`` free."""
         if self._open is None:
             self._open = {}
+        self._open_again(state)
         got = self._open.get(group)
         if got is None:
             ledgers, unit = state.hosts, self.unit or {}
@@ -190,6 +256,13 @@ class KindBook:
                 i for i, n in enumerate(hosts)
                 if ledgers[n].takes_work and ledgers[n].host.resources and fits(unit, self.free_on(state, n)))
         return got
+
+    def _open_again(self, state: ClusterState) -> None:
+        """The hosts given work since the open hosts were last read: in or out of them."""
+        if self._reopen:
+            for host in self._reopen:
+                self._host_changed(state, host)
+            self._reopen.clear()
 
     def _host_changed(self, state: ClusterState, host: str) -> None:
         """Keep ``host`` in or out of its groups' open hosts."""
@@ -232,6 +305,16 @@ class KindBook:
         return self._plan_facts[1], self._plan_facts[2]
         self.totals.clear()
 
+    def typical_tasks(self, group: str) -> gpupack.TaskMix | None:
+        """FGD's typical tasks of ``group``: one slot of each open request that may use it (None:
+        none), worked out again only when the open requests changed."""
+        got = self._mixes.get(group)
+        if got is None or got[0] != self._requests_seen:
+            tasks = [gpupack.Task(int(r.need.get("cores", 0.0) * 1000), int(r.need.get("memory", 0.0) * 1024),
+                                  r.gpu[0], r.gpu[1]) for r in self.requests.values() if group in r.groups]
+            got = self._mixes[group] = (self._requests_seen, gpupack.typical_mix(tasks) if tasks else None)
+        return got[1]
+
     def __bool__(self) -> bool:
         return bool(self.requests or self.allocs)
 
@@ -243,6 +326,7 @@ class KindBook:
             raise ValueError(f"request {req.id!r}: {req.consumer!r} is not a leaf consumer of the plan")
         kr = KindRequest(req, state.groups_of(req), self._arrivals)  # a bad GPU amount is refused here
         self.requests[req.id] = kr
+        self._requests_seen += 1
         self._arrivals += 1
         self._track(kr)
         unit = self.unit
@@ -271,6 +355,7 @@ class KindBook:
 
     def release(self, state: ClusterState, rid: str) -> None:
         kr = self.requests.pop(rid)
+        self._requests_seen += 1
         self._track(kr)
         for a in list(kr.allocs.values()):
             self._drop(state, a)
@@ -328,8 +413,10 @@ class KindBook:
 
     def _fits_on(self, state: ClusterState, kr: KindRequest, host: str, slots: int) -> list[tuple[int, int]] | None:
         """The GPU devices ``slots`` slots of ``kr`` take on ``host`` when everything fits there."""
-        if not fits(scaled(kr.need, slots), self.free_on(state, host)):
+        if not fits(kr.inst if slots == kr.spec.order else scaled(kr.need, slots), self.free_on(state, host)):
             return None
+        if not kr.gpu[0]:
+            return []
         return self._place_gpus(self._gpu_row(state, host), kr.gpu, slots)
 
     def _add(self, state: ClusterState, kr: KindRequest, group: str, host: str, slots: int,
@@ -337,40 +424,81 @@ class KindBook:
         # ids from the slot books' counter: one namespace for every allocation of the cluster
         if aid is None:
             aid = state._next_id
-        state._next_id = max(state._next_id, aid + 1)
-        a = KindAlloc(aid, kr.spec.id, kr.spec.consumer, group, host, slots, source, need=kr.need, gpus=tuple(gpus))
-        self._changed(aid)
-        self.allocs[a.id] = a
-        self.on_host.setdefault(host, {})[a.id] = a
-        kr.allocs[a.id] = a
+        if aid >= state._next_id:
+            state._next_id = aid + 1
+        spec = kr.spec
+        a = KindAlloc(aid, spec.id, spec.consumer, group, host, slots, source, None, kr.need, tuple(gpus) if gpus else ())
+        if self.changed is not None:
+            self.changed.add(aid)
+        self.allocs[aid] = a
+        mine = self.on_host.get(host)
+        if mine is None:
+            mine = self.on_host[host] = {}
+        mine[aid] = a
+        kr.allocs[aid] = a
         kr.held += slots
-        self._track(kr)
-        self._count(state, a, +1)
-        row = self._gpu_row(state, host)
-        for i, m in gpus:
-            if i < len(row):
-                row[i] -= m
-        self._refence(state, host)
-        self._host_changed(state, host)
+        if kr.listed != (kr.held < spec.max and spec.id in self.requests):
+            self._track(kr)
+        # what one instance needs is worked out once per request (the same numbers as ``a.amount``)
+        amount = kr.inst if slots == spec.order else a.amount
+        key = (group, spec.consumer)
+        self.dom.pop(key, None)
+        self._on_host(state, host, amount, 1)
+        used = self.use.get(key)
+        if used is None:
+            used = self.use[key] = {}
+        add_into(used, amount)
+        if source == OWN:  # the rest of _count: a new allocation is being reclaimed by nobody
+            add_into(self.own_use.setdefault(key, {}), amount)
+        if gpus:
+            row = self._gpu_row(state, host)
+            for i, m in gpus:
+                if i < len(row):
+                    row[i] -= m
+        if self._deferred is not None:  # what _refence and _host_changed do within a cycle
+            self._deferred.add(host)
+            self._reopen.add(host)  # type: ignore[union-attr]
+        else:
+            self._refence(state, host)
+            self._host_changed(state, host)
         return a
 
     def _on_host(self, state: ClusterState, host: str, amount: Vector, sign: int) -> None:
         """``amount`` taken (+1) from or given back (-1) to what ``host`` has free."""
-        self._free.pop(host, None)
-        if self.free_sum:
-            h = state.hosts[host]
-            if h.takes_work:
-                for g in h.groups:
-                    fs = self.free_sum.get(g.name)
-                    if fs is not None:
-                        add_into(fs, amount, -sign)
-        add_into(self.host_used.setdefault(host, {}), amount, sign)
+        h = state.hosts.get(host)
+        if self.packers:
+            for p in self.packers.values():
+                p.dirty.add(host)
+        if self.free_sum and h is not None and h.takes_work:
+            for g in h.groups:
+                fs = self.free_sum.get(g.name)
+                if fs is not None:
+                    add_into(fs, amount, -sign)
+        used = self.host_used.get(host)
+        if used is None:
+            used = self.host_used[host] = {}
+        free = self._free.get(host)
+        if free is not None and (h is None or (h.host.slots > 0 and state.by_host[host])):
+            del self._free[host]
+            free = None
+        if free is None:
+            add_into(used, amount, sign)
+            return
+        # what free_on would work out afresh (no slot work here), for the kinds that changed
+        caps = self._caps.get(host)
+        if caps is None or caps[0] is not h.host.resources:  # type: ignore[union-attr]
+            caps = self._caps[host] = (h.host.resources, dict(h.host.resources))  # type: ignore[union-attr]
+        cap = caps[1]
+        for k, a in amount.items():
+            u = used[k] = used.get(k, 0.0) + sign * a
+            free[k] = cap.get(k, 0.0) + -1.0 * u
 
     def _count(self, state: ClusterState, a: KindAlloc, sign: int) -> None:
         amount = a.amount
-        self.dom.pop((a.group, a.consumer), None)
+        key = (a.group, a.consumer)
+        self.dom.pop(key, None)
         self._on_host(state, a.host, amount, sign)
-        add_into(self.use.setdefault((a.group, a.consumer), {}), amount, sign)
+        add_into(self.use.setdefault(key, {}), amount, sign)
         if a.source == OWN:
             add_into(self.own_use.setdefault((a.group, a.consumer), {}), amount, sign)
         if a.reclaim is not None:
@@ -519,9 +647,10 @@ class KindBook:
     def respec(self, rid: str, spec: Request) -> None:
         """``rid`` with a new spec of the same needs (a requirement that now blocks hosts)."""
         kr = self.requests.pop(rid)
+        self._requests_seen += 1
         self._track(kr)  # out of the lists under its old shape
         kr.spec = spec
-        kr.shape = (spec.resources, spec.order) if spec.requirement is None else None
+        kr.shape = shape_of(spec)
         self.requests[rid] = kr
         self._track(kr)
 
@@ -583,6 +712,7 @@ class KindBook:
         longer leaves, allocations in groups or on hosts no longer there."""
         gone: list[Removal] = []
         self.forget_places()
+        self._requests_seen += 1
         for rid, kr in list(self.requests.items()):
             c = state.consumers.get(kr.spec.consumer)
             if c is None or not c.is_leaf:
@@ -613,12 +743,22 @@ class KindBook:
         if not (self.wanting or self.marked):
             return False
         self._deferred = set()
+        self._reopen = set()
+        # a cold cycle makes an allocation and a grant for each instance, and no reference
+        # cycles among them: the collector, triggered by the count alone, would walk the
+        # whole state again and again (a fifth of a cold cycle). Paused, as the slot cycle is.
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
         try:
             return self._cycle(state, now, out)
         finally:
-            touched, self._deferred = self._deferred, None
+            self._open_again(state)
+            touched, self._deferred, self._reopen = self._deferred, None, None
             for host in sorted(touched):
                 self._refence(state, host)
+            if paused:
+                gc.enable()
 
     def _cycle(self, state: ClusterState, now: float, out: Decisions) -> bool:
         before = len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled)
@@ -626,10 +766,12 @@ class KindBook:
             out.removals.append(Removal(a.request, a.consumer, a.group, a.host, a.slots, a.reclaim.reason))
             self._drop(state, a)
         self._cancel_unneeded(state, out)
-        if state.allocs:  # slot work moves room on shared hosts without telling this book
+        if state.allocs or self._slot_work:  # slot work moves room on shared hosts without telling this book
             self._free.clear()
+            self.packers.clear()
             self._open = None
             self.free_sum.clear()
+        self._slot_work = bool(state.allocs)
         given: dict[str, list[KindAlloc]] = {}
         for group in state.group_names:
             if self.wanting_by.get(group):
@@ -725,6 +867,8 @@ class GroupCycle:
         self.weights = dict(state.plan.policy.weights)
         self.hosts = [n for n in state.groups[group].rank]  # the group's order
         self.packing = next((g.packing for g in state.plan.groups if g.name == group), "first")
+        self.ratios: dict[str, float] = {}  # leaf -> its share_ratio in the group
+        self._every: list[str] | None = None  # the hosts best fit and FGD may use for any request
 
     def run(self, wanting: dict[str, SortedDict]) -> None:
         """``wanting``: leaf -> its requests below their max that may use the group, oldest first."""
@@ -736,8 +880,8 @@ class GroupCycle:
             return
         self.owners, maxed = self.book.plan_facts(self.state)
         self.maxed = self.group in maxed
-        self.failed: set[tuple] = set()  # shapes no open host fits this cycle
-        self.from_pos: dict[tuple, int] = {}  # shape -> the open hosts before it did not fit it
+        self.failed: set[int] = set()  # shapes no open host fits this cycle
+        self.from_pos: dict[int, int] = {}  # shape -> the open hosts before it did not fit it
         if self.owners.get(self.group):
             self._own(wanting)
         self._shared(wanting)
@@ -749,7 +893,9 @@ class GroupCycle:
         key = (self.group, leaf)
         d = self.book.dom.get(key)
         if d is None:
-            ratio = self.settings(leaf).share_ratio
+            ratio = self.ratios.get(leaf)
+            if ratio is None:
+                ratio = self.ratios[leaf] = self.settings(leaf).share_ratio
             d = dominant(self.book.use.get(key, {}), self.totals, self.weights)
             d = self.book.dom[key] = d / ratio if ratio > 0 else math.inf
         return d
@@ -774,7 +920,14 @@ class GroupCycle:
         if key in self.failed:
             return None
         hosts, book, state = self.hosts, self.book, self.state
-        for i in book.open_hosts(state, self.group, hosts).irange(self.from_pos.get(key, 0)):
+        start = self.from_pos.get(key)
+        if start is not None:
+            # most often the host where this shape last went still has room: it is the first open
+            # host from there (it was open then, and a host that is no longer open fits nothing)
+            gpus = book._fits_on(state, kr, hosts[start], slots)
+            if gpus is not None:
+                return hosts[start], gpus
+        for i in book.open_hosts(state, self.group, hosts).irange(start or 0):
             n = hosts[i]
             gpus = book._fits_on(state, kr, n, slots)
             if gpus is not None:
@@ -783,40 +936,62 @@ class GroupCycle:
         self.failed.add(key)
         return None
 
+    def _quick(self, kr: KindRequest, slots: int) -> bool:
+        """Grant one instance of ``kr`` (no GPUs) on the host where its shape last went, when
+        it still fits there: what ``_place`` would choose first, with none of its other cases."""
+        if kr.gpu[0]:
+            return False
+        host = self.hosts[self.from_pos[kr.shape]]
+        free = self.book._free.get(host)  # free_on, while no slot work is there
+        if free is None or not fits(kr.inst, free):
+            return False
+        a = self.book._add(self.state, kr, self.group, host, slots, [], SHARED)
+        if kr.held < kr.spec.min:  # see _grant
+            self.given.setdefault(kr.spec.id, []).append(a)
+        self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, SHARED))
+        return True
+
     def _pack(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
         """engine/gpupack.py's best fit or FGD, over the hosts that may take the request, on
         their free CPU (thousandths), memory (MiB) and GPUs per device."""
-        names = list(self._candidates(kr))
+        book, state = self.book, self.state
+        every = kr.spec.requirement is None  # else the hosts its requirement lets it use
+        names = self._all_candidates() if every else list(self._candidates(kr))
         if not names:
             return None
-        book, state = self.book, self.state
-        free = [book.free_on(state, n) for n in names]
-        rows = [book._gpu_row(state, n) for n in names]
-        cluster = gpupack.Cluster([max(0, int(f.get("cores", 0.0) * 1000 + 1e-6)) for f in free],
-                                  [max(0, int(f.get("memory", 0.0) * 1024 + 1e-6)) for f in free],
-                                  [len(r) for r in rows])
-        for i, r in enumerate(rows):
-            cluster.gpu[i, :len(r)] = r
         k, milli = kr.gpu
+        if k and milli < MILLI and slots > 1:
+            return self._first_of(kr, slots, names)
         task = gpupack.Task(int(kr.need.get("cores", 0.0) * slots * 1000 + 1e-6),
                             int(kr.need.get("memory", 0.0) * slots * 1024 + 1e-6),
                             k * slots if milli >= MILLI else k, milli if k else 0)
-        if k and milli < MILLI and slots > 1:
-            return self._first_of(kr, slots, names)
-        frag = None
-        if self.packing == "fgd":
-            mix = gpupack.typical_mix([gpupack.Task(int(r.need.get("cores", 0.0) * 1000), int(r.need.get("memory", 0.0) * 1024),
-                                                    r.gpu[0], r.gpu[1]) for r in self.book.requests.values()
-                                       if self.group in r.groups] or [task])
-            frag = gpupack.Fragmentation(cluster, mix)
+        mix = book.typical_tasks(self.group) if self.packing == "fgd" else None
+        if every:  # the group's packer, kept from one placement to the next
+            packer = book.packers.get(self.group)
+            if packer is None or packer.names != names:
+                packer = book.packers[self.group] = Packer(book, state, names)
+        else:
+            packer = Packer(book, state, names)
+        packer.sync(book, state, book._requests_seen, mix)
+        cluster, frag = packer.cluster, packer.frag
+        if self.packing == "fgd" and frag is None:  # no open request in the group: this one's type
+            frag = gpupack.Fragmentation(cluster, gpupack.typical_mix([task]))
         where = gpupack.choose(cluster, task, self.packing, frag=frag)
         if where is None:
             return None
         n = names[where.node]
         gpus = [(g, milli) for g in where.gpus]
-        if not fits(scaled(kr.need, slots), free[where.node]):
+        if not fits(scaled(kr.need, slots), book.free_on(state, n)):
             return self._first_of(kr, slots, names)
         return n, gpus
+
+    def _all_candidates(self) -> list[str]:
+        """The group's hosts that take work and have resources, in its order (once a cycle)."""
+        got = self._every
+        if got is None:
+            hosts = self.state.hosts
+            got = self._every = [n for n in self.hosts if hosts[n].takes_work and hosts[n].host.resources]
+        return got
 
     def _first_of(self, kr: KindRequest, slots: int, names: list[str]) -> tuple[str, list[tuple[int, int]]] | None:
         for n in names:
@@ -826,15 +1001,12 @@ class GroupCycle:
         return None
 
     def _grant(self, kr: KindRequest, host: str, gpus: list[tuple[int, int]], slots: int, source: str) -> None:
-        a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)
-        self.given.setdefault(kr.spec.id, []).append(a)
+        a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)  # and in _quick
+        # what a request below its min got this cycle, given back at its end if it stays below:
+        # what comes once it is at its min stays (what it holds only grows within a cycle)
+        if kr.held < kr.spec.min:
+            self.given.setdefault(kr.spec.id, []).append(a)
         self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, source))
-
-    @staticmethod
-    def _instance(kr: KindRequest) -> int:
-        """Slots of the next instance: ``order``, or 0 when that would pass the request's max."""
-        order = kr.spec.order
-        return order if kr.spec.max - kr.held >= order else 0
 
     # -- 2. own ----------------------------------------------------------------------------
     def _own(self, wanting: dict[str, list[KindRequest]]) -> None:
@@ -844,7 +1016,7 @@ class GroupCycle:
             key = (self.group, leaf)
             covered = dict(self.book.incoming.get(key, {}))  # on its way to the leaf already
             promised: Vector = {}  # what the instances waiting for those reclaims need
-            done: set[tuple] = set()  # shapes that got all they could (what they need only grows)
+            done: set[int] = set()  # shapes that got all they could (what they need only grows)
             for kr in list(wanting.get(leaf, {}).values()):
                 if kr.shape in done:
                     continue
@@ -950,69 +1122,93 @@ class GroupCycle:
     def _shared(self, wanting: dict[str, SortedDict]) -> None:
         kept, per = self._kept()
         free = dict(self.book.group_free(self.state, self.group, self.hosts)) if kept else {}
-        heap = [(self.share(leaf), self.consumers[leaf].index, leaf) for leaf in wanting]
+        consumers = self.consumers
+        heap = [(self.share(leaf), consumers[leaf].index, leaf) for leaf in wanting]
         heapq.heapify(heap)
         # per leaf, its requests as they were and how far it got: a request passed over here
         # (its max reached, or its instance fitting nowhere the leaf may take) is not looked at
         # again in this phase, as room only shrinks and use only grows within it
-        lists: dict[str, list[KindRequest]] = {}
-        at: dict[str, int] = {}
+        lists: dict[str, list] = {}  # leaf -> [its requests, the first not passed over]
         blocked: set[tuple] = set()  # (leaf, shape) over its limits or beyond what it may take
         failed = self.failed
         shapes = self.book.shapes_in.get(self.group, {})
         owners = set(self.owners.get(self.group, ()))
         # shapes that fit nowhere, or not beside what owners keep: the same for every leaf that
         # keeps nothing itself
-        dead: set[tuple] = set()
+        dead: set[int] = set()
+        # per leaf, what the owners other than itself keep idle, of each kind the owners keep
+        others: dict[str, Vector] = {}
+
+        def others_of(leaf: str) -> Vector:
+            mine = per.get(leaf, {})
+            got = others[leaf] = {k: a - mine.get(k, 0.0) for k, a in kept.items()}
+            return got
+
+        any_shape = None in shapes  # a request with a requirement: its own hosts, never given up
+        maxed, place, grant, share = self.maxed, self._place, self._grant, self.share
+        quick, from_pos = self.packing == "first", self.from_pos
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
         while heap:
-            if len(failed) >= len(shapes) and None not in shapes:
+            if not any_shape and len(failed) >= len(shapes):
                 break  # no shape that anyone wants fits anywhere: nobody can get anything more
-            _, _, leaf = heapq.heappop(heap)
-            if leaf not in owners and len(dead | failed) >= len(shapes) and None not in shapes:
+            # the leaf with the lowest share: taken off the heap, or put back with its new share
+            # in one step (heapreplace) when it got an instance
+            _, index, leaf = heap[0]
+            if dead and not any_shape and leaf not in owners and len(dead | failed) >= len(shapes):
+                heappop(heap)
                 continue
-            reqs = lists.get(leaf)
-            if reqs is None:
+            mine = lists.get(leaf)
+            if mine is None:
                 got = wanting.get(leaf)
-                if not got:
-                    continue
-                reqs = lists[leaf] = list(got.values())
-            i = at.get(leaf, 0)
+                mine = lists[leaf] = [list(got.values()) if got else [], 0]
+            reqs, i = mine
             served = False
             while i < len(reqs):
                 kr = reqs[i]
-                n = self._instance(kr)
+                spec = kr.spec
+                # slots of its next instance: order, or 0 when that would pass its max
+                n = spec.order if spec.max - kr.held >= spec.order else 0
                 shape = kr.shape
                 if not n or shape in failed or (leaf, shape) in blocked or (shape in dead and leaf not in owners):
                     i += 1
                     continue
                 need = kr.inst
-                if not self._max_ok(leaf, need):
+                if maxed and not self._max_ok(leaf, need):
                     blocked.add((leaf, shape))
                     i += 1
                     continue
-                if kept:
-                    mine = per.get(leaf, {})
-                    if any(a > EPS and a > free.get(k, 0.0) - (kept.get(k, 0.0) - mine.get(k, 0.0)) + EPS
-                           for k, a in need.items()):
-                        blocked.add((leaf, shape))
-                        if leaf not in per and shape is not None:
-                            dead.add(shape)
-                        i += 1
-                        continue
-                spot = self._place(kr, n)
-                if spot is None:
-                    if shape is None:
-                        blocked.add((leaf, shape))
+                if kept and not _beside(need, free, others.get(leaf) or others_of(leaf)):
+                    blocked.add((leaf, shape))
+                    if leaf not in per and shape is not None:
+                        dead.add(shape)
                     i += 1
                     continue
-                self._grant(kr, spot[0], spot[1], n, SHARED)
+                if not (quick and shape in from_pos and self._quick(kr, n)):
+                    spot = place(kr, n)
+                    if spot is None:
+                        if shape is None:
+                            blocked.add((leaf, shape))
+                        i += 1
+                        continue
+                    grant(kr, spot[0], spot[1], n, SHARED)
                 if kept:
                     add_into(free, need, -1.0)
                 served = True
                 break
-            at[leaf] = i
+            mine[1] = i
             if served:
-                heapq.heappush(heap, (self.share(leaf), self.consumers[leaf].index, leaf))
+                heapreplace(heap, (share(leaf), index, leaf))
+            else:
+                heappop(heap)
+
+
+def _beside(need: Vector, free: Vector, others: Vector) -> bool:
+    """``need`` fits in ``free`` less what the owners other than the leaf keep idle (``others``)."""
+    keep = others.get
+    for k, a in need.items():
+        if a > EPS and a > free.get(k, 0.0) - keep(k, 0.0) + EPS:
+            return False
+    return True
 
 
 def scaled_sum(allocs: list[KindAlloc]) -> Vector:

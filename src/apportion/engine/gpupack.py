@@ -221,7 +221,9 @@ class Fragmentation:
     capacity of those that have less (``part``), so that a hypothetical placement is scored
     from those counts without rebuilding the host."""
 
-    def __init__(self, cluster: Cluster, mix: TaskMix) -> None:
+    def __init__(self, cluster: Cluster, mix: TaskMix, before: Fragmentation | None = None) -> None:
+        """``before``: this cluster's measure over other task types, up to date; its per-class
+        counts are taken over where the classes are the same (they depend on the GPUs alone)."""
         self.cluster = cluster
         self.mix = mix
         gpu_types = np.flatnonzero(mix.num_gpu > 0)
@@ -240,7 +242,11 @@ class Fragmentation:
         # which hosts accept each GPU type's model (hosts x types)
         self.t_model_ok = np.stack([cluster.model_ok(mix.models[t]) for t in gpu_types], axis=1) \
             if len(gpu_types) else np.zeros((len(cluster), 0), dtype=bool)
-        self.cnt, self.part = self._counts(cluster.gpu)
+        if (before is not None and before.cluster is cluster and np.array_equal(before.class_milli, self.class_milli)
+                and np.array_equal(before.class_k, self.class_k)):
+            self.cnt, self.part = before.cnt, before.part
+        else:
+            self.cnt, self.part = self._counts(cluster.gpu)
         self.frag = self._value(cluster.gpu.sum(axis=1),
                                 self._weights(cluster.cpu, cluster.mem, self.t_model_ok), self.cnt, self.part)
 

@@ -34,7 +34,11 @@ def add_into(into: Vector, v: Mapping[str, float], sign: float = 1.0) -> None:
 
 def fits(need: Mapping[str, float], free: Mapping[str, float]) -> bool:
     """Every kind of ``need`` is there in ``free``."""
-    return all(a <= free.get(k, 0.0) + EPS for k, a in need.items() if a > 0)
+    get = free.get
+    for k, a in need.items():  # a plain loop: this runs once or more per grant
+        if a > 0 and not a <= get(k, 0.0) + EPS:
+            return False
+    return True
 
 
 def within(used: Mapping[str, float], need: Mapping[str, float], limit: Mapping[str, float]) -> bool:
@@ -59,8 +63,15 @@ def shares(used: Mapping[str, float], totals: Mapping[str, float],
 def dominant(used: Mapping[str, float], totals: Mapping[str, float],
              weights: Mapping[str, float] | None = None) -> float:
     """The dominant share: the largest of ``shares`` (0 for nothing used)."""
-    s = shares(used, totals, weights)
-    return max(s.values(), default=0.0)
+    w = weights or {}
+    best = None
+    for k, a in used.items():  # ``max(shares(...).values())`` without the dict: once per grant
+        t = totals.get(k, 0.0)
+        if t > EPS:
+            v = w.get(k, 1.0) * a / t
+            if best is None or v > best:
+                best = v
+    return 0.0 if best is None else best
 
 
 def dominant_kind(used: Mapping[str, float], totals: Mapping[str, float],
