@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apportion.engine import AllocationPolicy, Host, HostState
-from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
+from apportion.engine import AllocationPolicy, Host, HostState, Request
+from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state, choose_hosts, fits
 
 from .builders import Sim, make_plan
 
@@ -155,6 +155,9 @@ def test_group_index_lists_open_hosts_in_policy_order(policy, moves):
     iteration went before it was dropped."""
     hosts = [HostLedger(Host(f"h{i}", 4), i) for i in range(6)]
     g = GroupIndex("RG", policy, hosts)
+    # a second group over some of the same hosts, in another order: each index keeps
+    # a host at its own place
+    other = GroupIndex("RG2", AllocationPolicy.STACKED, hosts[4:1:-1])
     for i, delta, state, look in moves:
         h = hosts[i]
         delta = max(-h.free, min(delta, h.host.slots - h.free))
@@ -171,4 +174,33 @@ def test_group_index_lists_open_hosts_in_policy_order(policy, moves):
         elif policy is AllocationPolicy.BEST_FIT:
             open_.sort(key=lambda h: (h.free, h.position))
         assert list(g.candidates()) == [h.host.name for h in open_]
+        assert list(other.candidates()) == [h.host.name for h in hosts[4:1:-1] if h.free > 0 and h.takes_work]
+        assert other.open_free == sum(h.free for h in hosts[2:5] if h.free > 0 and h.takes_work)
     assert len(g._heap) <= 2 * len(hosts) + 64
+
+
+@given(frees=st.lists(st.integers(0, 8), min_size=1, max_size=12),
+       held_by=st.lists(st.sampled_from([None, None, "r", "x"]), min_size=12, max_size=12),
+       closed=st.sets(st.integers(0, 11)), order=st.integers(1, 3), instances=st.integers(1, 30))
+def test_stacked_choice_fills_the_open_hosts_in_order(frees, held_by, closed, order, instances):
+    """``choose_hosts`` in a stacked group (read straight off the index) takes, host by
+    host in the group's order, as many whole instances as each open host may take
+    (``fits``), until it has them all."""
+    hosts = {f"h{i}": HostLedger(Host(f"h{i}", 8), i) for i in range(len(frees))}
+    ledgers = list(hosts.values())
+    g = GroupIndex("RG", AllocationPolicy.STACKED, ledgers)
+    for h, free, owner in zip(ledgers, frees, held_by):
+        change_free(h, free - h.free)
+        h.exclusive_for = owner
+        if h.position in closed:
+            change_state(h, HostState.CLOSED)
+    req = Request("r", "/A", max=instances * order, order=order)
+    want, left = [], instances
+    for h in ledgers:
+        n = min(fits(h, req, "/A", g), left)
+        if n > 0:
+            want.append((h.host.name, n * order))
+            left -= n
+        if not left:
+            break
+    assert choose_hosts(hosts, g, req, "/A", instances) == want

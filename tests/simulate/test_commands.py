@@ -32,15 +32,21 @@ rules:
 """
 
 
-def _swf(path: Path, n: int = 120, seed: int = 3) -> Path:
+def _swf(path: Path, n: int = 120, seed: int = 3, nodes: int = 4, procs: tuple[int, ...] = (1, 2, 4, 8),
+         gaps: tuple[int, ...] = (0, 1, 5, 30), runs: tuple[int, ...] = (10, 60, 300), asked: tuple[int, ...] = (),
+         groups: int = 2) -> Path:
+    """``n`` jobs on ``nodes`` nodes of 4 processors; ``asked``: their requested times as
+    multiples of the run time (walltimes), none if empty."""
     rng = random.Random(seed)
-    lines = ["; Version: 2.2", "; MaxNodes: 4", "; MaxProcs: 16"]
+    lines = ["; Version: 2.2", f"; MaxNodes: {nodes}", f"; MaxProcs: {4 * nodes}"]
     t = 0
     for i in range(1, n + 1):
-        t += rng.choice((0, 1, 5, 30))
-        procs = rng.choice((1, 2, 4, 8))
-        lines.append(f"{i} {t} -1 {rng.choice((10, 60, 300))} {procs} -1 -1 {procs} -1 -1 1 {rng.randint(1, 9)} "
-                     f"{rng.choice((1, 2))} -1 1 -1 -1 -1")
+        t += rng.choice(gaps)
+        width = rng.choice(procs)
+        run = rng.choice(runs)
+        req = run * rng.choice(asked) if asked else -1
+        lines.append(f"{i} {t} -1 {run} {width} -1 -1 {width} {req} -1 1 {rng.randint(1, 9)} "
+                     f"{rng.randint(1, groups)} -1 1 -1 -1 -1")
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -227,3 +233,26 @@ def test_ducc_mega_15_min_replays_through_duccs_cycle(tmp_path):
     assert res["capacity"] == 138
     assert 0 < res["utilisation"] <= 1
     assert res["evictions"] > 0  # the early big jobs shrink as later users arrive
+
+
+def test_wide_jobs_on_small_hosts_give_the_one_host_figures(files):
+    """Curie's own hosts against one host of the same slots, in little: wide rigid jobs
+    span dozens of 16-slot hosts (one allocation per host), and every figure is the
+    one-host layout's, which holds each job in one allocation."""
+    _swf(files / "t.swf", n=400, seed=11, nodes=256, procs=(1, 3, 16, 40, 100, 250, 700), gaps=(0, 5, 30, 120),
+         runs=(20, 300, 1800), asked=(1, 2, 4), groups=3)
+    (files / "map.yaml").write_text('default: /C\nrules:\n  - {group: "1", consumer: /A}\n'
+                                    '  - {group: "2", consumer: /B}\n')
+    plan = ("hosts:\n  - {name: HOSTS, slots: SLOTS}\nresource_groups:\n  - {name: cpu, hosts: [HOSTS]}\n"
+            "consumers:\n  - {path: /A, share_ratio: 1}\n  - {path: /B, share_ratio: 2}\n"
+            "  - {path: /C, share_ratio: 1}\n")
+    (files / "one.yaml").write_text(plan.replace("HOSTS", "big").replace("SLOTS", "1024"))
+    (files / "many.yaml").write_text(plan.replace("HOSTS", '"n[1-64]"').replace("SLOTS", "16"))
+    runs = [_simulate(files, plan=p) for p in ("one.yaml", "many.yaml")]
+    for r in runs:
+        for k in ("wall_seconds", "cpu_seconds", "plan"):
+            r.pop(k)
+    first = runs[0]
+    assert first["jobs"] == 400 and first["never_started"] == 0 and first["utilisation"] > 0.5
+    assert first["evictions"] >= 1  # a reclaim ran too, on allocations spread over hosts
+    assert runs[0] == runs[1]

@@ -14,7 +14,7 @@ from apportion.engine.model import AllocationPolicy, Host, HostState, Request
 
 
 class HostLedger:
-    __slots__ = ("host", "free", "state", "takes_work", "users", "exclusive_for", "groups", "position")
+    __slots__ = ("host", "free", "state", "takes_work", "users", "exclusive_for", "groups", "ranks", "position")
 
     def __init__(self, host: Host, position: int) -> None:
         self.host = host
@@ -24,6 +24,7 @@ class HostLedger:
         self.users: dict[str, int] = {}  # consumer -> slots held here
         self.exclusive_for: str | None = None  # request holding the host exclusively
         self.groups: list[GroupIndex] = []
+        self.ranks: list[int] = []  # its position in each of ``groups``
         self.position = position
 
     @property
@@ -40,11 +41,17 @@ class GroupIndex:
         self.hosts = hosts
         self.rank = {h.host.name: i for i, h in enumerate(hosts)}
         self._span = max(1, len(hosts))
-        # the keys of the hosts that can take work, as a heap with lazy deletion: a
-        # host whose free slots move gets its new key pushed, and its old one is
-        # dropped when met (it no longer matches the host). Every grant moves a
-        # host's key, so pushing alone is what keeps the index cheap.
+        # where the policy orders by free slots: the keys of the hosts that can take
+        # work, as a heap with lazy deletion: a host whose free slots move gets its
+        # new key pushed, and its old one is dropped when met (it no longer matches
+        # the host). Every grant moves a host's key, so pushing alone is what keeps
+        # the index cheap.
         self._heap: list[int] = []
+        # otherwise (stacked, exclusive) the order is the group's alone: one byte per
+        # host in that order, 1 where it is open, found in order by ``bytearray.find``
+        # (a wide job on small hosts reads hundreds), set and cleared in place as a
+        # host fills or gets room again
+        self._open = bytearray(len(hosts))
         # the policy as plain flags: hot paths test them per host, and an enum
         # member costs a class lookup each time
         self.balanced = policy is AllocationPolicy.BALANCED
@@ -58,8 +65,9 @@ class GroupIndex:
         # here (Cycle._give: a request that cannot reach its min even with all of them)
         self.open_free = 0
         self.not_taking: dict[str, HostLedger] = {}  # closed or unavailable hosts
-        for h in hosts:
+        for i, h in enumerate(hosts):
             h.groups.append(self)
+            h.ranks.append(i)
             self._add(h)
             self._count_state(h, +1)
 
@@ -71,10 +79,20 @@ class GroupIndex:
 
     def _add(self, h: HostLedger) -> None:
         if h.free > 0 and h.takes_work:
+            if not self.keyed_by_free:
+                self._open[h.ranks[h.groups.index(self)]] = 1
+                return
             heap = self._heap
             heapq.heappush(heap, self._key(h))
             if len(heap) > 2 * self._span + 64:
                 self._compact()
+
+    def _sync(self, h: HostLedger) -> None:
+        """The host's place in the index after its state changed."""
+        if self.keyed_by_free:
+            self._add(h)  # a closed host's key goes stale by itself
+        else:
+            self._open[h.ranks[h.groups.index(self)]] = 1 if h.free > 0 and h.takes_work else 0
 
     def _compact(self) -> None:
         """Drop the stale keys: what is left is one key per open host."""
@@ -106,7 +124,15 @@ class GroupIndex:
         """The open hosts in the group's order, lazily. Callers only read while
         iterating and apply their picks afterwards; the keys met are put back when
         the iteration ends (or is dropped), stale ones and repeats are not."""
-        heap, hosts, span, by_free = self._heap, self.hosts, self._span, self._by_free
+        hosts = self.hosts
+        if not self.keyed_by_free:
+            find = self._open.find
+            r = find(1)
+            while r >= 0:
+                yield hosts[r].host.name
+                r = find(1, r + 1)
+            return
+        heap, span, by_free = self._heap, self._span, self._by_free
         met: list[int] = []
         last = None
         try:
@@ -129,20 +155,31 @@ class GroupIndex:
 def change_free(h: HostLedger, delta: int) -> None:
     """Move a host's free count, keeping every group index that holds it in order:
     its new key is pushed where the key moved (the old one goes stale). A group
-    whose order does not depend on free slots (stacked, exclusive) only needs a push
-    when the host gets room again; a full host's key goes stale by itself."""
+    whose order does not depend on free slots (stacked, exclusive) only needs the
+    host put in when it gets room again and taken out when it fills."""
     before = h.free
     after = before + delta
     h.free = after
-    if h.takes_work:
-        moved = (after if after > 0 else 0) - (before if before > 0 else 0)
-        if moved:
+    if not h.takes_work:
+        return  # in no index: change_state puts it back
+    if before > 0:
+        if after > 0:  # open before and after
             for g in h.groups:
-                g.open_free += moved
-    if after > 0:
-        for g in h.groups:
-            if g.keyed_by_free or before <= 0:
-                g._add(h)  # the old key, if any, goes stale
+                g.open_free += delta
+                if g.keyed_by_free:
+                    g._add(h)  # the old key goes stale
+        else:  # fills: a key goes stale by itself
+            for g, r in zip(h.groups, h.ranks):
+                g.open_free -= before
+                if not g.keyed_by_free:
+                    g._open[r] = 0
+    elif after > 0:  # gets room again
+        for g, r in zip(h.groups, h.ranks):
+            g.open_free += after
+            if g.keyed_by_free:
+                g._add(h)
+            else:
+                g._open[r] = 1
 
 
 def change_state(h: HostLedger, state: HostState) -> None:
@@ -151,7 +188,7 @@ def change_state(h: HostLedger, state: HostState) -> None:
     h.state = state
     h.takes_work = state is HostState.OK
     for g in h.groups:
-        g._add(h)
+        g._sync(h)
         g._count_state(h, +1)
 
 
@@ -180,6 +217,8 @@ def choose_hosts(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
       otherwise the smallest holes first.
     A requirement with ``order()`` reorders the candidates by its keys first."""
     rq = req.requirement
+    if rq is None and not group.keyed_by_free and not group.exclusive and not req.exclusive and instances > 0:
+        return _stacked(group, req, instances)
     sort_hosts = getattr(rq, "sort_hosts", None) if rq is not None else None
     if sort_hosts is not None and getattr(rq, "order", ()):
         cands = [hosts[n] for n in group.candidates()]
@@ -204,6 +243,29 @@ def choose_hosts(hosts: dict[str, HostLedger], group: GroupIndex, req: Request,
         left -= n
         if left == 0:
             break
+    return picks
+
+
+def _stacked(group: GroupIndex, req: Request, instances: int) -> list[tuple[str, int]]:
+    """``choose_hosts`` for the plainest case, a request with no requirement in a stacked
+    group: the open hosts in order, each taking what its free slots hold, read straight
+    off the group's index (``fits`` written out: an open host takes work and has room)."""
+    order, rid = req.order, req.id
+    hosts, find = group.hosts, group._open.find
+    picks: list[tuple[str, int]] = []
+    left = instances
+    r = find(1)
+    while r >= 0:
+        h = hosts[r]
+        free = h.free
+        if free >= order and (h.exclusive_for is None or h.exclusive_for == rid):
+            n = free // order
+            if n >= left:
+                picks.append((h.host.name, left * order))
+                break
+            picks.append((h.host.name, n * order))
+            left -= n
+        r = find(1, r + 1)
     return picks
 
 

@@ -82,6 +82,25 @@ class Allocation:
     reclaim: PendingReclaim | None = None
 
 
+class _SourceHosts(dict):
+    """``ClusterState.source_hosts``: (leaf, group, source) -> host -> slots held there
+    and not marked, worked out from ``by_source`` when a key is first read (with its
+    ``source_multi``) and kept by ``_on_host`` from then on. A job on many small hosts
+    is then not a per-host count each time it starts and ends."""
+
+    def __init__(self, state: ClusterState) -> None:
+        super().__init__()
+        self.state = state
+
+    def __missing__(self, key: tuple[str, str, str]) -> dict[str, int]:
+        on: dict[str, int] = {}
+        for a in self.state.by_source.get(key, {}).values():
+            on[a.host] = on.get(a.host, 0) + a.slots
+        self[key] = on
+        self.state.source_multi[key] = {host for host, n in on.items() if n >= 2}
+        return on
+
+
 class Usage:
     """One leaf in one group: what it holds, by source, and what is on its way to it."""
 
@@ -166,8 +185,10 @@ class ClusterState:
         # they came to the source: what reclaim and retagging choose from, newest last
         self.by_source: dict[tuple[str, str, str], dict[int, Allocation]] = {}
         # the same allocations summed per host: whether a victim can free a whole
-        # instance anywhere is then a look at its hosts, not at every allocation
-        self.source_hosts: dict[tuple[str, str, str], dict[str, int]] = {}
+        # instance anywhere is then a look at its hosts, not at every allocation.
+        # Made for a key when first read (only reclaims for multi-slot instances read
+        # them), kept up to date from then on
+        self.source_hosts: dict[tuple[str, str, str], dict[str, int]] = _SourceHosts(self)
         self.source_multi: dict[tuple[str, str, str], set[str]] = {}  # hosts where it holds 2 or more
         self.with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot
         # beneficiary -> allocations being reclaimed for it
@@ -317,7 +338,7 @@ class ClusterState:
         has free slots, can freeing it complete a multi-slot instance (Cycle._mark)."""
         on = self.source_hosts.get(key)
         if on is None:
-            on = self.source_hosts[key] = {}
+            return  # not read yet: made from ``by_source`` when it is
         n = on.get(host, 0) + d
         if n:
             on[host] = n
@@ -483,10 +504,8 @@ class ClusterState:
     def close_request(self, rid: str) -> None:
         self.touch()
         rs = self.requests[rid]
-        for a in list(rs.allocs.values()):
-            if a.reclaim is not None:
-                self.released_marked.append((a.group, a.reclaim.beneficiary, a.slots))
-            self.remove(a)
+        if rs.allocs:
+            self._remove_all(rs)
         self._unmet_delta(rs, -rs.unmet)
         self._wanting(rs, False)
         del self.requests[rid]
@@ -495,10 +514,85 @@ class ClusterState:
         self.started.pop(rid, None)
         self.protected.discard(rid)
 
+    def _remove_all(self, rs: RequestState) -> None:
+        """Every allocation of ``rs`` removed, each as ``remove`` would, in the same order
+        (a job on many small hosts holds one per host: Curie's widest, hundreds).
+
+        The share-pool slots nobody reclaims and no process is said to use (the
+        simulator's, all of them) come off their hosts one by one, but what they come to
+        in the request's, the leaf's, the pool's and the subtrees' counts is moved once
+        per group and source: sums, and the first mark of each book where ``remove``
+        would first have made it, so every book ends as it would have, its order
+        included. Any other allocation goes through ``remove`` itself, after what was
+        summed so far is counted."""
+        changed, allocs, by_host, hosts = self.changed, self.allocs, self.by_host, self.hosts
+        by_source, with_free, on_host = self.by_source, self.with_free, self._on_host
+        leaf = rs.spec.consumer
+        rid = rs.spec.id
+        plain = not self.in_use
+        sums: dict[tuple[str, str], int] = {}  # (group, source) -> slots taken off, not yet counted
+        for a in list(rs.allocs.values()):
+            src = a.source
+            if a.reclaim is not None or src[0] != "p" or not plain:
+                if sums:
+                    self._count_removed(rs, sums)
+                if a.reclaim is not None:
+                    self.released_marked.append((a.group, a.reclaim.beneficiary, a.slots))
+                self.remove(a)
+                continue
+            aid, g, host, slots = a.id, a.group, a.host, a.slots
+            if changed is not None:
+                changed.add(aid)
+            gs = (g, src)
+            if gs not in sums:
+                sums[gs] = 0
+                self.touched[g].add(leaf)
+            sums[gs] += slots
+            key = (leaf, g, src)
+            del by_source[key][aid]
+            on_host(key, host, -slots)
+            del allocs[aid]
+            here = by_host[host]
+            del here[aid]
+            h = hosts[host]
+            users = h.users
+            left = users[leaf] - slots
+            if left:
+                users[leaf] = left
+            else:
+                del users[leaf]
+            if h.exclusive_for == rid and not any(x.request == rid for x in here.values()):
+                h.exclusive_for = None
+                self.exclusive_hosts.discard(host)
+            if h.takes_work or h.state is not HostState.DOWN:
+                change_free(h, slots)
+            else:
+                h.free += slots
+            if h.free > 0:
+                with_free.add(host)
+        if sums:
+            self._count_removed(rs, sums)
+        rs.allocs.clear()
+
+    def _count_removed(self, rs: RequestState, sums: dict[tuple[str, str], int]) -> None:
+        """What ``remove`` does to the counts for share-pool slots of ``rs`` taken off
+        their hosts (``_remove_all``): ``sums`` per (group, source), emptied."""
+        leaf = rs.spec.consumer
+        total = 0
+        for (g, src), slots in sums.items():
+            self._pool_counts(leaf, g, src, -slots, mark=False)
+            st = self.subtree_held[g]
+            for p in self.chain[leaf]:
+                st[p] -= slots
+            total += slots
+        sums.clear()
+        self._held_by(rs, -total)
+
     # -- allocations --------------------------------------------------------
     def add(self, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
-        # every grant comes through here (a thousand a busy cycle): what _count,
-        # _held_by and _held_delta do for a new, unmarked allocation is written out
+        # every grant comes through here (one per host a job spans: a wide job on
+        # small hosts makes hundreds): what _count, _held_by and _held_delta do for a
+        # new, unmarked allocation is written out
         spec = rs.spec
         leaf = spec.consumer
         aid = self._next_id
@@ -509,7 +603,15 @@ class ClusterState:
             self.changed.add(aid)
         self.by_host[host][aid] = a
         rs.allocs[aid] = a
-        self._held_by(rs, slots)
+        # _held_by: held only grows here, so the request leaves the wanting book at most
+        before = rs.max - rs.held
+        rs.held += slots
+        if before > 0:
+            after = rs.max - rs.held
+            if after <= 0:
+                self._wanting(rs, False)
+                after = 0
+            self._unmet_delta(rs, after - before)
         h = self.take_on_host(host, leaf, slots)
         if spec.exclusive:
             h.exclusive_for = spec.id
@@ -521,7 +623,8 @@ class ClusterState:
             if index is None:
                 index = self.by_source[skey] = {}
             index[aid] = a
-            self._on_host(skey, host, slots)
+            if skey in self.source_hosts:
+                self._on_host(skey, host, slots)
         else:
             self._count(a, +1)
         st = self.subtree_held[group]
@@ -602,7 +705,25 @@ class ClusterState:
         (``add`` marks it then), so its books at the next view are what they were, and
         a backlog held back every cycle does not make every view look at it again."""
         leaf = rs.spec.consumer
-        self._held_by(rs, slots, mark=False)
+        # _held_by and _unmet_delta, unmarked, written out: a request held back is
+        # counted and uncounted host by host (phase 8), hundreds of times a cycle
+        before = rs.max - rs.held
+        rs.held += slots
+        after = rs.max - rs.held
+        if (before > 0) != (after > 0):
+            self._wanting(rs, after > 0)
+        delta = (after if after > 0 else 0) - (before if before > 0 else 0)
+        if delta:
+            unmet = self.unmet
+            left = unmet.get(leaf, 0) + delta
+            if left:
+                unmet[leaf] = left
+            else:
+                del unmet[leaf]
+            unmet_in = self.unmet_in
+            for g in rs.groups:
+                here = unmet_in[g]
+                here[leaf] = here.get(leaf, 0) + delta
         self._pool_counts(leaf, group, source, slots, mark=False)
         st = self.subtree_held[group]
         for p in self.chain[leaf]:
