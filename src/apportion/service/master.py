@@ -248,8 +248,9 @@ class Master:
             else:
                 chained = False
             if self.queue.empty() and timeout > 0:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                try:  # (asyncio.timeout: no task made for each wait, as wait_for makes)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
             self._wake.clear()

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, HTTPException
 
 from apportion.service import execution
 from apportion.service.api.deps import answer, run
+from apportion.service.api.events import woken
 from apportion.service.api.schemas import AgentHeartbeat, AgentRegister, HostName
 from apportion.service.auth import Caller, anyone, require_host
 
@@ -47,10 +48,7 @@ async def heartbeat(host: HostName, body: AgentHeartbeat, c: Caller = Depends(an
         w = m.host_waiters.get(host)
         if w is None:
             w = m.host_waiters[host] = asyncio.Event()
-        try:
-            await asyncio.wait_for(w.wait(), min(body.wait, m.settings.heartbeat))
-        except TimeoutError:
-            pass
+        await woken(w, min(body.wait, m.settings.heartbeat))
         h.last_seen = time.time()
         commands = m.commands_for(host, listed)
     return answer({"commands": commands, "heartbeat": m.settings.heartbeat})

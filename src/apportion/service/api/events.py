@@ -47,8 +47,11 @@ def waiter(m: Master, client: int) -> asyncio.Event:
 
 
 async def woken(w: asyncio.Event, timeout: float) -> bool:
+    """Whether ``w`` was set within ``timeout`` seconds. ``asyncio.timeout`` rather than
+    ``wait_for``: no task made for each wait (one per event a stream sends, one per heartbeat)."""
     try:
-        await asyncio.wait_for(w.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await w.wait()
     except TimeoutError:
         return False
     return True
