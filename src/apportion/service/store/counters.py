@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 
-from sqlalchemy import Connection, Integer, cast, func, insert, select, update
+from sqlalchemy import Connection, Integer, bindparam, cast, func, insert, select, update
 
 from apportion.service.store.models import (
     ActivityRow,
@@ -46,11 +46,15 @@ def read(c: Connection) -> dict[str, int]:
     return top
 
 
+# made once (a statement's construction cost more than its run, at each step that deletes)
+_RAISE = (update(MetaRow).where(MetaRow.key == bindparam("k"), cast(MetaRow.value, Integer) < bindparam("v"))
+          .values(value=bindparam("s")))
+
+
 def raise_to(c: Connection, kind: str, value: int) -> None:
     """Counter ``kind`` is at least ``value`` once ``c`` commits (never lowered)."""
     key = f"max_{kind}"
-    done = c.execute(update(MetaRow).where(MetaRow.key == key, cast(MetaRow.value, Integer) < value)
-                     .values(value=str(value)))
+    done = c.execute(_RAISE, {"k": key, "v": value, "s": str(value)})
     if done.rowcount == 0 and c.execute(select(MetaRow.key).where(MetaRow.key == key)).first() is None:
         c.execute(insert(MetaRow).values(key=key, value=str(value)))
 

@@ -40,6 +40,7 @@ from apportion.service.store.models import (
 )
 
 _CHUNK = 500  # rows per IN (...) list: SQLite allows a few thousand bound parameters
+_DELETES: dict[Any, Any] = {}  # table -> DELETE ... WHERE key IN (:keys), for ``_replace``
 
 
 @dataclass
@@ -277,8 +278,12 @@ class StoreWriter:
         name = key.expression.name
         kept = {r[name] for r in rows}
         gone = [k for k in keys if k not in kept]
-        for i in range(0, len(gone), _CHUNK):
-            c.execute(delete(table).where(key.in_(gone[i:i + _CHUNK])))
+        if gone:
+            drop = _DELETES.get(table)
+            if drop is None:  # made once a table: a statement's construction cost more than its run
+                drop = _DELETES[table] = delete(table).where(key.in_(bindparam("keys", expanding=True)))
+            for i in range(0, len(gone), _CHUNK):
+                c.execute(drop, {"keys": gone[i:i + _CHUNK]})
         insert_dicts(c, table, rows, replacing=name)
 
     # -- events and tokens (read and written outside the engine's batches) ---------------------
