@@ -20,10 +20,6 @@ is uvicorn's httptools protocol with the bounds Apache httpd's mod_reqtimeout an
 One timer per connection at a time, not one per request: the check re-arms itself for the
 next deadline only while a head or a body is awaited. Each close is counted in the metric
 ``apportion_connections_closed_total{reason}`` and summed up in the log (throttle.Tally).
-
-An answer's head (status line and headers) goes out with the first part of its body, in one
-write to the socket, not two (``Cork``): a write is a system call, and they were the largest
-single part of the master's time per request.
 """
 
 from __future__ import annotations
@@ -88,63 +84,6 @@ def _answer(status: int, detail: str, retry_after: int | None = None) -> bytes:
     if retry_after is not None:
         head.append(f"retry-after: {retry_after}")
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-class Cork:
-    """A connection's transport as one answer's cycle writes to it: the head that uvicorn
-    writes on ``http.response.start`` is held (``holding``) and goes out with the next write,
-    the first of the body; whatever else is passed on as it is. ``flush`` writes a head no
-    body write took (a HEAD request's answer, a body sent as nothing)."""
-
-    __slots__ = ("head", "holding", "transport")
-
-    def __init__(self, transport: Any) -> None:
-        self.transport = transport
-        self.holding = False
-        self.head: bytes | None = None
-
-    def write(self, data: bytes) -> None:
-        if self.holding:
-            self.head = data if self.head is None else self.head + data
-            return
-        if self.head is not None:
-            data, self.head = self.head + data, None
-        self.transport.write(data)
-
-    def flush(self) -> None:
-        if self.head is not None:
-            head, self.head = self.head, None
-            self.transport.write(head)
-
-    def close(self) -> None:
-        self.flush()
-        self.transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.transport, name)
-
-
-def corked(cycle: Any) -> None:
-    """``cycle`` (uvicorn's RequestResponseCycle, before its application runs) writing each
-    answer's head with its body's first part."""
-    cork = Cork(cycle.transport)
-    cycle.transport = cork
-    send = cycle.send
-
-    async def send_corked(message: Any) -> None:
-        if message["type"] == "http.response.start":
-            cork.holding = True
-            try:
-                await send(message)
-            finally:
-                cork.holding = False
-            return
-        try:
-            await send(message)
-        finally:
-            cork.flush()
-
-    cycle.send = send_corked
 
 
 def protocol(limits: ConnLimits, metrics: Any = None) -> Any:
@@ -221,10 +160,7 @@ def protocol(limits: ConnLimits, metrics: Any = None) -> Any:
         def on_headers_complete(self) -> None:
             self._head_since = None
             self._body_since, self._body_got = -1.0, 0  # awaited; timed from the end of this read
-            before = self.cycle
             super().on_headers_complete()
-            if self.cycle is not before:  # a request's cycle (not an upgrade): its task has not run yet
-                corked(self.cycle)
 
         def on_message_complete(self) -> None:
             self._body_since = None
