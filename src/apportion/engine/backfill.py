@@ -38,20 +38,40 @@ from apportion.engine.state import PendingReclaim, RequestState, pool_source
 # module: this one does not import it back
 
 
-def candidates(c, g: str, reserved: RequestState) -> list[RequestState]:
-    """Waiting requests with a walltime that may run in ``g``, in arrival order."""
+def candidates(c, g: str, reserved: RequestState, most: int) -> list[RequestState]:
+    """Waiting requests with a walltime that may run in ``g``, in arrival order, leaving
+    out those that could not start on ``most`` slots (they need more to reach their min)."""
     want = c.want
-    return sorted((rs for rs in c.s.rigid.values()
-                   if rs is not reserved and rs.spec.walltime is not None and rs.held < rs.max
-                   and g in rs.groups and want.get(rs.spec.consumer, 0) > 0),
-                  key=lambda rs: rs.order)
+    out = []
+    for leaf, book in c.s.wanting_of.items():  # requests still wanting slots (held < max)
+        if want.get(leaf, 0) > 0:
+            out.extend(rs for rs in book.values()
+                       if rs.spec.walltime is not None and rs.min - rs.held <= most and g in rs.groups
+                       and rs is not reserved)
+    out.sort(key=lambda rs: rs.order)
+    return out
+
+
+def _idle_in(c, g: str) -> int:
+    """The idle slots of every share pool of ``g``: the most any leaf finds idle there."""
+    v = c.views[g]
+    used = c.s.pool_used[g]
+    return sum(max(0, n - used.get(owner, 0)) for owner, n in v.pool_size.items())
 
 
 def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int) -> int:
     """Backfill ``g`` before ``start``; returns the slots given (they are no longer
     idle for the reservation to keep; its planned start does not move)."""
     given = 0
-    for rs in candidates(c, g, reserved):
+    # a candidate gets no more than the idle slots of the pools its consumer draws
+    # from less ``owed``: with none it gets nothing, and one that needs more than that
+    # to reach its min is passed over (the bound only falls as slots are given)
+    most = _idle_in(c, g) - owed
+    if most <= 0:
+        return 0
+    for rs in candidates(c, g, reserved, most):
+        if rs.min - rs.held > most:
+            continue
         leaf = rs.spec.consumer
         v = c.views.get(g)
         if v is None or leaf not in v.settings:
@@ -72,6 +92,10 @@ def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int)
             extra -= placed
         if placed and rs.held >= max(rs.min, 1):
             c.s.protected.add(rs.spec.id)  # it runs to its end (its walltime bounds it)
+        if placed:
+            most = _idle_in(c, g) - owed
+            if most <= 0:
+                break
     return given
 
 

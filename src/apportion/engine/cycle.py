@@ -79,7 +79,7 @@ class Cycle(Removals, Views, OwnSlots, SharePools, Borrowing, Reclaims, Surplus,
         self._victim_lists: dict[tuple[str, str], list] = {}
         self._sparing = False  # phase 6: protected work is not counted as excess (engine/rigid.py)
         self._spared: dict[tuple[str, str], dict[str, int]] = {}  # phase 6: (group, source) -> protected_held
-        self.could_cache: dict[tuple, int] = {}  # phase 6: rigid.ReclaimGuard.open's bounds
+        self.could_cache: dict[tuple, tuple] = {}  # phase 6: rigid.ReclaimGuard.open's bounds
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
         self._shorts: dict[tuple[str, bool, str], list[str]] = {}

@@ -65,30 +65,40 @@ def reach_placed(c, rs: RequestState) -> int:
 
 
 def could_reclaim(c, leaf: str, rs: RequestState, g: str, v,
-                  quotas: dict[str, dict[str, int]], owners, parent_mode: bool, unmet: int | None = None) -> int:
-    """An upper bound of what phase 6 could mark for ``rs`` in ``g``: in each pool, the
-    leaf's room there (what the phase marks at most), as far as the victims' excess
-    over what they may keep goes. ``unmet``: what the request still wants (default its
-    own); the bound only grows with it."""
-    total = 0
+                  quotas: dict[str, dict[str, int]], owners, parent_mode: bool) -> list[int]:
+    """What phase 6 could mark for ``rs``'s leaf in ``g`` at most, per pool of ``owners``
+    in order, whatever a request wants: in each pool, the leaf's room there (what the
+    phase marks at most), in whole instances of ``rs``, as far as the victims' excess
+    over what they may keep goes. ``within`` turns it into what one request that wants
+    so many could get (the phase marks no more than a request wants)."""
+    parts = []
     order = rs.spec.order
-    if unmet is None:
-        unmet = rs.unmet
     for owner in owners:
-        deficit = min(c._pool_room(leaf, g, v, quotas, owner), c._headroom(leaf, g, v), unmet)
+        deficit = min(c._pool_room(leaf, g, v, quotas, owner), c._headroom(leaf, g, v))
         deficit -= deficit % order
         if deficit <= 0:
+            parts.append(0)
             continue
         avail = 0
         for _, excess in c._victims(v, owner, leaf, parent_mode):
             avail += excess
             if avail >= deficit:
                 break
-        total += min(avail, deficit)
-    return total
+        parts.append(min(avail, deficit))
+    return parts
 
 
-UNBOUNDED = 1 << 62  # more than any request wants
+def within(parts: list[int], unmet: int, order: int) -> int:
+    """What ``could_reclaim``'s ``parts`` come to for a request that still wants
+    ``unmet`` slots: in each pool the phase marks at most that many, in whole
+    instances. (Rounding down to whole instances keeps the order of numbers, so the
+    least of the pool's room, the leaf's headroom and ``unmet``, rounded, is the
+    least of each rounded; and each part is the least of the victims' excess and
+    the first two.)"""
+    top = unmet - unmet % order
+    if top <= 0:
+        return 0
+    return sum(p if p < top else top for p in parts)
 
 
 class ReclaimGuard:
@@ -114,16 +124,18 @@ class ReclaimGuard:
         if short > 0:
             # what every request of the leaf there could get at most, whatever it wants:
             # one look serves all its waiting requests until something is marked (a
-            # consumer with many wide jobs waiting asks once, not once a job)
+            # consumer with many wide jobs waiting asks once, not once a job); what one
+            # request could get is worked out from the same look (``within``)
             leaf = rs.spec.consumer
             key = (leaf, g, rs.spec.order, id(quotas), id(owners), len(c.d.reclaims), c.want.get(leaf, 0))
             cache = c.could_cache
-            bound = cache.get(key)
-            if bound is None:
-                bound = cache[key] = could_reclaim(c, leaf, rs, g, v, quotas, owners, parent_mode, UNBOUNDED)
-            if bound < short:
+            got = cache.get(key)
+            if got is None:
+                parts = could_reclaim(c, leaf, rs, g, v, quotas, owners, parent_mode)
+                got = cache[key] = (sum(parts), parts)
+            if got[0] < short:
                 return None
-            if could_reclaim(c, leaf, rs, g, v, quotas, owners, parent_mode) < short:
+            if within(got[1], rs.unmet, rs.spec.order) < short:
                 return None
         return cls(c, rs)
 

@@ -46,7 +46,7 @@ class CyclePart:
     _victim_lists: dict[tuple[str, str], list]
     _sparing: bool
     _spared: dict[tuple[str, str], dict[str, int]]
-    could_cache: dict[tuple, int]
+    could_cache: dict[tuple, tuple]
     _no_fit: dict[tuple[str, str, str], int]
     stuck: set[tuple[str, str]]
     first: set[str]

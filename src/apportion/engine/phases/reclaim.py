@@ -180,16 +180,17 @@ class Reclaims(CyclePart):
                     return False
                 return self._room_in(leaf, g, v, quotas(v), short_in[leaf].get(g, ()), idle_only=False)
 
-            def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
+            def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> bool | None:
                 q = quotas(v)
                 guard = None
                 if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
                     guard = ReclaimGuard.open(self, rs, g, v, q, short_in[leaf].get(g, ()), parent_mode)
                     if guard is None:
-                        return
+                        return True  # nothing marked: nothing changed
                 self._reclaim_pool_for(leaf, rs, g, v, q, short_in, parent_mode)
                 if guard is not None:
                     guard.close()
+                return None
 
             if short_in:
                 self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
