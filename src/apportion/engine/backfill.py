@@ -38,15 +38,21 @@ from apportion.engine.state import PendingReclaim, RequestState, pool_source
 # module: this one does not import it back
 
 
-def candidates(c, g: str, reserved: RequestState, most: int) -> list[RequestState]:
+def candidates(c, g: str, reserved: RequestState, most: int, start: float, extra: int) -> list[RequestState]:
     """Waiting requests with a walltime that may run in ``g``, in arrival order, leaving
-    out those that could not start on ``most`` slots (they need more to reach their min)."""
-    want = c.want
+    out those that ``fill`` would pass over whatever it gave before them: those that
+    need more to reach their min than ``most`` slots, than their consumer still wants,
+    or, unless they end by ``start``, than the ``extra`` slots (each of these only
+    falls while ``fill`` gives)."""
+    want, now = c.want, c.now
     out = []
     for leaf, book in c.s.wanting_of.items():  # requests still wanting slots (held < max)
-        if want.get(leaf, 0) > 0:
+        w = want.get(leaf, 0)
+        if w > 0:
+            top = min(most, w)
             out.extend(rs for rs in book.values()
-                       if rs.spec.walltime is not None and rs.min - rs.held <= most and g in rs.groups
+                       if rs.spec.walltime is not None and (need := rs.min - rs.held) <= top
+                       and (need <= extra or now + rs.spec.walltime <= start) and g in rs.groups
                        and rs is not reserved)
     out.sort(key=lambda rs: rs.order)
     return out
@@ -69,7 +75,7 @@ def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int)
     most = _idle_in(c, g) - owed
     if most <= 0:
         return 0
-    for rs in candidates(c, g, reserved, most):
+    for rs in candidates(c, g, reserved, most, start, extra):
         if rs.min - rs.held > most:
             continue
         leaf = rs.spec.consumer
