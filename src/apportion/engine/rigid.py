@@ -132,9 +132,12 @@ class ReclaimGuard:
 
     @classmethod
     def open(cls, c, rs: RequestState, g: str, v, quotas: dict[str, dict[str, int]],
-             owners, parent_mode: bool) -> "ReclaimGuard | None":
+             owners, parent_mode: bool, beyond: dict | None = None, bkey=None) -> "ReclaimGuard | None":
         """A guard for serving ``rs`` in ``g``; None when even every reclaim the phase
-        could mark would leave it below its min: then nothing is to be marked."""
+        could mark would leave it below its min: then nothing is to be marked.
+        ``beyond[bkey]`` is set to [reclaims, wants, most]: the count of reclaims and
+        what the leaf wants now, and the most a request of the leaf like ``rs`` may
+        need to reach its min and pass the first test (the caller's shortcut)."""
         # what every request of the leaf there could get at most, whatever it wants: one
         # look serves all its waiting requests until something is marked (a consumer
         # with many wide jobs waiting asks once, not once a job), and what one request
@@ -158,6 +161,8 @@ class ReclaimGuard:
             if got[1] is None:
                 rooms = got[1] = room_in_pools(c, leaf, rs, g, v, quotas, owners)
                 got[2] = sum(rooms)
+            if beyond is not None:
+                beyond[bkey] = [key[6], key[7], got[0] + got[2]]
             if got[2] < short or within(got[1], unmet, order) < short:
                 return None
             if got[3] is None:

@@ -184,14 +184,25 @@ class Reclaims(CyclePart):
                     return False
                 return self._room_in(leaf, g, v, quotas(v), short_in[leaf].get(g, ()), idle_only=False)
 
+            # (leaf, group, groups, instance) -> [reclaims, wants, most]: while the count
+            # of reclaims and what the leaf wants are those, a waiting rigid request of
+            # the leaf that needs more than ``most`` to reach its min cannot start
+            # (ReclaimGuard.open's first test, its figures kept for the next request)
+            beyond: dict[tuple, list] = {}
+
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> bool | None:
-                q = quotas(v)
                 guard = None
                 if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
-                    guard = ReclaimGuard.open(self, rs, g, v, q, short_in[leaf].get(g, ()), parent_mode)
+                    key = (leaf, g, rs.groups, rs.spec.order)
+                    b = beyond.get(key)
+                    n, w = len(self.d.reclaims), self.want.get(leaf, 0)
+                    if b is not None and b[0] == n and b[1] == w and rs.min - rs.held > b[2]:
+                        return True
+                    guard = ReclaimGuard.open(self, rs, g, v, quotas(v), short_in[leaf].get(g, ()), parent_mode,
+                                              beyond, key)
                     if guard is None:
                         return True  # nothing marked: nothing changed
-                self._reclaim_pool_for(leaf, rs, g, v, q, short_in, parent_mode)
+                self._reclaim_pool_for(leaf, rs, g, v, quotas(v), short_in, parent_mode)
                 if guard is not None:
                     guard.close()
                 return None
