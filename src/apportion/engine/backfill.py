@@ -38,20 +38,46 @@ from apportion.engine.state import PendingReclaim, RequestState, pool_source
 # module: this one does not import it back
 
 
-def candidates(c, g: str, reserved: RequestState) -> list[RequestState]:
-    """Waiting requests with a walltime that may run in ``g``, in arrival order."""
-    want = c.want
-    return sorted((rs for rs in c.s.rigid.values()
-                   if rs is not reserved and rs.spec.walltime is not None and rs.held < rs.max
-                   and g in rs.groups and want.get(rs.spec.consumer, 0) > 0),
-                  key=lambda rs: rs.order)
+def candidates(c, g: str, reserved: RequestState, most: int, start: float, extra: int) -> list[RequestState]:
+    """Waiting requests with a walltime that may run in ``g``, in arrival order, leaving
+    out those that ``fill`` would pass over whatever it gave before them: those that
+    need more to reach their min than ``most`` slots, than their consumer still wants,
+    or, unless they end by ``start``, than the ``extra`` slots (each of these only
+    falls while ``fill`` gives)."""
+    want, now = c.want, c.now
+    out = []
+    for leaf, book in c.s.wanting_of.items():  # requests still wanting slots (held < max)
+        w = want.get(leaf, 0)
+        if w > 0:
+            top = min(most, w)
+            out.extend(rs for rs in book.values()
+                       if rs.spec.walltime is not None and (need := rs.min - rs.held) <= top
+                       and (need <= extra or now + rs.spec.walltime <= start) and g in rs.groups
+                       and rs is not reserved)
+    out.sort(key=lambda rs: rs.order)
+    return out
+
+
+def _idle_in(c, g: str) -> int:
+    """The idle slots of every share pool of ``g``: the most any leaf finds idle there."""
+    v = c.views[g]
+    used = c.s.pool_used[g]
+    return sum(max(0, n - used.get(owner, 0)) for owner, n in v.pool_size.items())
 
 
 def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int) -> int:
     """Backfill ``g`` before ``start``; returns the slots given (they are no longer
     idle for the reservation to keep; its planned start does not move)."""
     given = 0
-    for rs in candidates(c, g, reserved):
+    # a candidate gets no more than the idle slots of the pools its consumer draws
+    # from less ``owed``: with none it gets nothing, and one that needs more than that
+    # to reach its min is passed over (the bound only falls as slots are given)
+    most = _idle_in(c, g) - owed
+    if most <= 0:
+        return 0
+    for rs in candidates(c, g, reserved, most, start, extra):
+        if rs.min - rs.held > most:
+            continue
         leaf = rs.spec.consumer
         v = c.views.get(g)
         if v is None or leaf not in v.settings:
@@ -72,6 +98,10 @@ def fill(c, g: str, reserved: RequestState, start: float, extra: int, owed: int)
             extra -= placed
         if placed and rs.held >= max(rs.min, 1):
             c.s.protected.add(rs.spec.id)  # it runs to its end (its walltime bounds it)
+        if placed:
+            most = _idle_in(c, g) - owed
+            if most <= 0:
+                break
     return given
 
 

@@ -77,9 +77,11 @@ class Cycle(Removals, Views, OwnSlots, SharePools, Borrowing, Reclaims, Surplus,
         self._held_back_keys: set[tuple[str, str, str]] = set()  # (leaf, group, source) of those
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
         self._victim_lists: dict[tuple[str, str], list] = {}
+        # (group, pool owner) -> [the excess dict, the sum of its values over 0] (Reclaims._victims_hold)
+        self._excess_pos: dict[tuple[str, str], list] = {}
         self._sparing = False  # phase 6: protected work is not counted as excess (engine/rigid.py)
         self._spared: dict[tuple[str, str], dict[str, int]] = {}  # phase 6: (group, source) -> protected_held
-        self.could_cache: dict[tuple, int] = {}  # phase 6: rigid.ReclaimGuard.open's bounds
+        self.could_cache: dict[tuple, list] = {}  # phase 6: rigid.ReclaimGuard.open's bounds
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first
         self._shorts: dict[tuple[str, bool, str], list[str]] = {}

@@ -63,13 +63,6 @@ class Reservation:
         return sum(self.kept.values())
 
 
-def _waiting_rigid(s: ClusterState) -> list[RequestState]:
-    """The wide rigid requests (a min above one instance) that have not started, in
-    arrival order: those ``choose`` looks at."""
-    return sorted((rs for rs in s.rigid.values() if rs.held < rs.min and rs.held < rs.max
-                   and rs.min > rs.spec.order), key=lambda rs: rs.order)
-
-
 def _fits(c, rs: RequestState, g: str) -> bool:
     """Whether ``rs`` can ever start in ``g``: its min within what its consumer may ever
     hold of the group's hosts taking work (``GroupPlan.most_for``: less what others own
@@ -88,40 +81,15 @@ def _deficit(c, leaf: str, g: str) -> int:
     return usage.deserved_of(c.views[g], leaf) - (u.held if u is not None else 0)
 
 
-def _behind_narrow(s: ClusterState, rs: RequestState) -> bool:
-    """Whether an earlier request of ``rs``'s consumer that has not started waits
-    for a min of one instance: it starts with the next instance that comes free,
-    and slots kept for ``rs`` would only hold it up (first come first served
-    within a consumer)."""
-    book = s.wanting_of.get(rs.spec.consumer)
-    if not book:
-        return False
-    for other in book.values():
-        if other is rs or other.order > rs.order:
-            return False
-        if 0 < other.min and other.held < other.min:
-            return True
-    return False
-
-
 def choose(c) -> dict[str, RequestState]:
     """Group -> the request that has its reservation this cycle (none: no entry)."""
     s = c.s
-    per_leaf: dict[str, list[RequestState]] = {}  # leaf -> its wide requests not started
-    for rs in s.rigid.values():
-        # a min of one instance starts with any instance that comes free: only wider
-        # ones wait for slots to come free together
-        if rs.held < rs.min and rs.held < rs.max and rs.min > rs.spec.order:
-            lst = per_leaf.get(rs.spec.consumer)
-            if lst is None:
-                per_leaf[rs.spec.consumer] = [rs]
-            else:
-                lst.append(rs)
-    if not per_leaf:
+    # each leaf's requests that still want slots, in arrival order (the running ones,
+    # held in full, are not there): a min of one instance starts with any instance
+    # that comes free, only wider ones wait for slots to come free together
+    books = [(leaf, book) for leaf, book in s.wanting_of.items() if book]
+    if not books:
         return {}
-    for lst in per_leaf.values():
-        if len(lst) > 1:
-            lst.sort(key=lambda rs: rs.order)  # arrival order
     chosen: dict[str, RequestState] = {}
     taken: set[str] = set()
     index = s.consumers
@@ -132,16 +100,23 @@ def choose(c) -> dict[str, RequestState]:
             continue
         settings = v.settings
         best = None
-        for leaf, lst in per_leaf.items():
+        for leaf, book in books:
             if leaf not in settings:
                 continue
-            for rs in lst:  # its first request that fits here
-                if g in rs.groups and _fits(c, rs, g):
-                    break
+            # its first wide request not started that fits here, unless an earlier one
+            # has not started either: a min of one instance starts with the next
+            # instance that comes free, and slots kept would only hold it up (first
+            # come first served within a consumer)
+            behind = False
+            for rs in book.values():
+                if rs.held < rs.min:
+                    if rs.min > rs.spec.order and g in rs.groups and _fits(c, rs, g):
+                        break
+                    behind = True
             else:
                 continue
-            if _behind_narrow(s, rs):
-                continue  # its consumer's earlier rigid request of one instance goes first
+            if behind:
+                continue
             if rs.spec.id in taken or c._below_max(leaf, g, v) < rs.min - rs.held:
                 continue  # kept elsewhere, or a max above it is full of its running work
             key = (usage.debt_slots(s, leaf, half_life) - _deficit(c, leaf, g), rs.seq, index[leaf].index)
@@ -291,7 +266,9 @@ def absorbs(c, rs: RequestState) -> bool:
     if rs.min <= rs.spec.order:
         return True  # a min of one instance: never a reservation
     leaf = rs.spec.consumer
-    ahead = [o for o in _waiting_rigid(c.s) if o is not rs and o.spec.consumer == leaf and o.order < rs.order]
+    # its consumer's wide rigid requests before it that have not started
+    ahead = [o for o in c.s.wanting_of.get(leaf, {}).values()
+             if o.order < rs.order and o.held < o.min and o.min > o.spec.order]
     return all(any(g in o.groups and _fits(c, o, g) for o in ahead) for g in rs.groups)
 
 

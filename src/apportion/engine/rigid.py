@@ -64,31 +64,56 @@ def reach_placed(c, rs: RequestState) -> int:
     return total
 
 
-def could_reclaim(c, leaf: str, rs: RequestState, g: str, v,
-                  quotas: dict[str, dict[str, int]], owners, parent_mode: bool, unmet: int | None = None) -> int:
-    """An upper bound of what phase 6 could mark for ``rs`` in ``g``: in each pool, the
-    leaf's room there (what the phase marks at most), as far as the victims' excess
-    over what they may keep goes. ``unmet``: what the request still wants (default its
-    own); the bound only grows with it."""
-    total = 0
+def room_in_pools(c, leaf: str, rs: RequestState, g: str, v,
+                  quotas: dict[str, dict[str, int]], owners) -> list[int]:
+    """What phase 6 marks for ``rs``'s leaf in ``g`` at most, per pool of ``owners`` in
+    order, whatever a request wants and whatever the victims hold: the leaf's room in
+    the pool, as far as what it still wants and its max go, in whole instances of
+    ``rs`` (0 where there is none)."""
+    out = []
     order = rs.spec.order
-    if unmet is None:
-        unmet = rs.unmet
+    headroom = c._headroom(leaf, g, v)
     for owner in owners:
-        deficit = min(c._pool_room(leaf, g, v, quotas, owner), c._headroom(leaf, g, v), unmet)
+        deficit = min(c._pool_room(leaf, g, v, quotas, owner), headroom)
         deficit -= deficit % order
+        out.append(deficit if deficit > 0 else 0)
+    return out
+
+
+def could_reclaim(c, leaf: str, g: str, v, owners, rooms: list[int], parent_mode: bool) -> list[int]:
+    """What phase 6 could mark for ``leaf`` in ``g`` at most, per pool of ``owners``
+    in order, whatever a request wants: the leaf's room in each pool (``rooms``, from
+    ``room_in_pools``), as far as the victims' excess over what they may keep goes.
+    ``within`` turns it into what one request that wants so many could get (the
+    phase marks no more than a request wants)."""
+    parts = []
+    for owner, deficit in zip(owners, rooms):
         if deficit <= 0:
+            parts.append(0)
             continue
-        avail = 0
-        for _, excess in c._victims(v, owner, leaf, parent_mode):
-            avail += excess
-            if avail >= deficit:
-                break
-        total += min(avail, deficit)
-    return total
+        if parent_mode:
+            avail = 0
+            for _, excess in c._victims(v, owner, leaf, parent_mode):
+                avail += excess
+                if avail >= deficit:
+                    break
+        else:
+            avail = c._victims_hold(v, owner, leaf)
+        parts.append(min(avail, deficit))
+    return parts
 
 
-UNBOUNDED = 1 << 62  # more than any request wants
+def within(parts: list[int], unmet: int, order: int) -> int:
+    """What ``could_reclaim``'s ``parts`` come to for a request that still wants
+    ``unmet`` slots: in each pool the phase marks at most that many, in whole
+    instances. (Rounding down to whole instances keeps the order of numbers, so the
+    least of the pool's room, the leaf's headroom and ``unmet``, rounded, is the
+    least of each rounded; and each part is the least of the victims' excess and
+    the first two.)"""
+    top = unmet - unmet % order
+    if top <= 0:
+        return 0
+    return sum(p if p < top else top for p in parts)
 
 
 class ReclaimGuard:
@@ -107,23 +132,43 @@ class ReclaimGuard:
 
     @classmethod
     def open(cls, c, rs: RequestState, g: str, v, quotas: dict[str, dict[str, int]],
-             owners, parent_mode: bool) -> "ReclaimGuard | None":
+             owners, parent_mode: bool, beyond: dict | None = None, bkey=None) -> "ReclaimGuard | None":
         """A guard for serving ``rs`` in ``g``; None when even every reclaim the phase
-        could mark would leave it below its min: then nothing is to be marked."""
-        short = rs.min - reach_now(c, rs)
+        could mark would leave it below its min: then nothing is to be marked.
+        ``beyond[bkey]`` is set to [reclaims, wants, most]: the count of reclaims and
+        what the leaf wants now, and the most a request of the leaf like ``rs`` may
+        need to reach its min and pass the first test (the caller's shortcut)."""
+        # what every request of the leaf there could get at most, whatever it wants: one
+        # look serves all its waiting requests until something is marked (a consumer
+        # with many wide jobs waiting asks once, not once a job), and what one request
+        # could get is worked out from it (``within``). Within phase 6 only marks (and
+        # their undoing) move what it reads: the reclaims' count and what the leaf
+        # still wants tell when to look again. So does what it can count on without
+        # new reclaims, less what it holds (the free slots of its groups and what is
+        # on its way to the leaf: free slots do not move within the phase)
+        leaf = rs.spec.consumer
+        order = rs.spec.order
+        key = (leaf, g, rs.groups, order, id(quotas), id(owners), len(c.d.reclaims), c.want.get(leaf, 0))
+        cache = c.could_cache
+        got = cache.get(key)
+        if got is None:
+            got = cache[key] = [reach_now(c, rs) - rs.held, None, 0, None, 0]
+        short = rs.min - rs.held - got[0]
         if short > 0:
-            # what every request of the leaf there could get at most, whatever it wants:
-            # one look serves all its waiting requests until something is marked (a
-            # consumer with many wide jobs waiting asks once, not once a job)
-            leaf = rs.spec.consumer
-            key = (leaf, g, rs.spec.order, id(quotas), id(owners), len(c.d.reclaims), c.want.get(leaf, 0))
-            cache = c.could_cache
-            bound = cache.get(key)
-            if bound is None:
-                bound = cache[key] = could_reclaim(c, leaf, rs, g, v, quotas, owners, parent_mode, UNBOUNDED)
-            if bound < short:
+            # first the leaf's room in the pools alone, then as far as the victims'
+            # excess goes (never more): most waiting requests are settled by the first
+            unmet = rs.unmet
+            if got[1] is None:
+                rooms = got[1] = room_in_pools(c, leaf, rs, g, v, quotas, owners)
+                got[2] = sum(rooms)
+            if beyond is not None:
+                beyond[bkey] = [key[6], key[7], got[0] + got[2]]
+            if got[2] < short or within(got[1], unmet, order) < short:
                 return None
-            if could_reclaim(c, leaf, rs, g, v, quotas, owners, parent_mode) < short:
+            if got[3] is None:
+                parts = got[3] = could_reclaim(c, leaf, g, v, owners, got[1], parent_mode)
+                got[4] = sum(parts)
+            if got[4] < short or within(got[3], unmet, order) < short:
                 return None
         return cls(c, rs)
 

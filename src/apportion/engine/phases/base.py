@@ -44,9 +44,10 @@ class CyclePart:
     _held_back_keys: set[tuple[str, str, str]]
     _excess_cache: dict[tuple[str, str], dict[str, int]]
     _victim_lists: dict[tuple[str, str], list]
+    _excess_pos: dict[tuple[str, str], list]
     _sparing: bool
     _spared: dict[tuple[str, str], dict[str, int]]
-    could_cache: dict[tuple, int]
+    could_cache: dict[tuple, list]
     _no_fit: dict[tuple[str, str, str], int]
     stuck: set[tuple[str, str]]
     first: set[str]

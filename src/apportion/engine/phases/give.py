@@ -7,6 +7,7 @@ request in arrival order, group by group (``_serve``, ``_walk``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import islice
 
 from apportion.engine.decisions import Grant
 from apportion.engine.model import Request
@@ -154,14 +155,15 @@ class Giving(CyclePart):
         self.s.futile[(leaf, g)] = self.s.futile_at = self.s.epoch
 
     def _serve(self, leaves: list[str], room: Callable[[str, str, GroupView], bool],
-               serve: Callable[[str, RequestState, str, GroupView], None],
+               serve: Callable[[str, RequestState, str, GroupView], bool | None],
                groups: Callable[[str], Iterable[str]] | None = None,
                first: Callable[[str], bool] | None = None) -> None:
         """For each leaf: the groups where ``room`` says there is something to be had
         (among ``groups(leaf)`` if given: those a phase knows it can serve at all);
         then its open requests in arrival order, each request's groups in its order,
         until the leaf wants nothing more or no group has room left. ``first(leaf)``,
-        if given, may serve the leaf itself, exactly as this would (True: done)."""
+        if given, may serve the leaf itself, exactly as this would (True: done).
+        ``serve`` returns True when it changed nothing (anything else: it may have)."""
         views, want, unmet_in = self.views, self.want, self.s.unmet_in
         every = self.s.group_names
         for leaf in leaves:
@@ -173,24 +175,41 @@ class Giving(CyclePart):
                            if unmet_in[g].get(leaf, 0) > 0 and leaf in views[g].settings
                            and room(leaf, g, views[g])}
             if open_groups:
-                self._walk(leaf, 0, open_groups, room, serve)
+                self._walk(leaf, 0, open_groups, room, serve, set(open_groups))
 
     def _walk(self, leaf: str, i: int, open_groups: set[str], room: Callable[[str, str, GroupView], bool],
-              serve: Callable[[str, RequestState, str, GroupView], None]) -> None:
-        """``_serve`` for one leaf, from the ``i``-th request that still wants slots on."""
+              serve: Callable[[str, RequestState, str, GroupView], bool | None],
+              fresh: set[str] | None = None) -> None:
+        """``_serve`` for one leaf, from the ``i``-th request that still wants slots on.
+        ``fresh``: groups of ``open_groups`` where ``room`` said yes with nothing changed
+        since (it is not asked again there while ``serve`` changes nothing)."""
         views, want = self.views, self.want
+        if fresh is None:
+            fresh = set()
         # those that still want slots, in arrival order (held in full: nothing to serve),
-        # walked by position and only as far as needed (a long queue is not copied): while
-        # serving, a request can only leave the book (served in full), never join it
+        # walked in order and only as far as needed (a long queue is not copied): while
+        # serving, a request can only leave the book (served in full), never join it.
+        # The book is read through an iterator while nothing changes (most requests of
+        # a leaf that phase 6 cannot start), by position once something may have
         book = self.s.wanting_of.get(leaf)
+        walk = None
         while book is not None and i < len(book):
-            rs = book.peekitem(i)[1]
+            if walk is None:
+                walk = islice(book.values(), i, None)
+            rs = next(walk)
             for g in rs.groups:
                 if g in open_groups:
-                    serve(leaf, rs, g, views[g])
+                    if serve(leaf, rs, g, views[g]) is True:
+                        if g in fresh:
+                            continue  # nothing changed: its room is what it was
+                    else:
+                        walk = None
+                        fresh.clear()
                     if want[leaf] <= 0:
                         break  # served: whether room is left no longer matters
-                    if not room(leaf, g, views[g]):
+                    if room(leaf, g, views[g]):
+                        fresh.add(g)
+                    else:
                         open_groups.discard(g)
             if rs.held < rs.max:
                 i += 1  # still in the book; a request served in full left it, the next took its place

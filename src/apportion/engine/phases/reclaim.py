@@ -96,10 +96,14 @@ class Reclaims(CyclePart):
         marked = 0
         deadline = self.now + grace
         ex = self._excess_cache.get((g, src[5:])) if src.startswith("pool:") else None
+        pos = self._excess_pos.get((g, src[5:])) if ex is not None else None
         for a, take in plan:
             a = self.s.mark(a, take, PendingReclaim(deadline, beneficiary, reason))
             if ex is not None and victim_leaf in ex:
-                ex[victim_leaf] -= take
+                e = ex[victim_leaf]
+                ex[victim_leaf] = e - take
+                if pos is not None and pos[0] is ex:  # the sum of the excess over 0, kept with it
+                    pos[1] -= (e if e > 0 else 0) - (e - take if e > take else 0)
             self.d.reclaims.append(Reclaim(a.request, a.consumer, g, a.host, take, deadline, beneficiary, reason))
             marked += take
         return marked
@@ -180,16 +184,28 @@ class Reclaims(CyclePart):
                     return False
                 return self._room_in(leaf, g, v, quotas(v), short_in[leaf].get(g, ()), idle_only=False)
 
-            def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> None:
-                q = quotas(v)
+            # (leaf, group, groups, instance) -> [reclaims, wants, most]: while the count
+            # of reclaims and what the leaf wants are those, a waiting rigid request of
+            # the leaf that needs more than ``most`` to reach its min cannot start
+            # (ReclaimGuard.open's first test, its figures kept for the next request)
+            beyond: dict[tuple, list] = {}
+
+            def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> bool | None:
                 guard = None
                 if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
-                    guard = ReclaimGuard.open(self, rs, g, v, q, short_in[leaf].get(g, ()), parent_mode)
+                    key = (leaf, g, rs.groups, rs.spec.order)
+                    b = beyond.get(key)
+                    n, w = len(self.d.reclaims), self.want.get(leaf, 0)
+                    if b is not None and b[0] == n and b[1] == w and rs.min - rs.held > b[2]:
+                        return True
+                    guard = ReclaimGuard.open(self, rs, g, v, quotas(v), short_in[leaf].get(g, ()), parent_mode,
+                                              beyond, key)
                     if guard is None:
-                        return
-                self._reclaim_pool_for(leaf, rs, g, v, q, short_in, parent_mode)
+                        return True  # nothing marked: nothing changed
+                self._reclaim_pool_for(leaf, rs, g, v, quotas(v), short_in, parent_mode)
                 if guard is not None:
                     guard.close()
+                return None
 
             if short_in:
                 self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
@@ -271,6 +287,27 @@ class Reclaims(CyclePart):
                     ex[leaf] = e
             self._excess_cache[key] = ex
         return ex
+
+    def _victims_hold(self, v: GroupView, owner: str, beneficiary: str) -> int:
+        """What every victim ``_victims`` yields in leaf enforcement could give in all
+        (their excess summed), without walking them: the excess over 0 of every leaf,
+        kept with the excess as slots are marked (``_mark``), less the beneficiary's
+        and that of the leaves with slots kept (those it passes over)."""
+        ex = self._excess(v, owner)
+        key = (v.name, owner)
+        pos = self._excess_pos.get(key)
+        if pos is None or pos[0] is not ex:
+            pos = self._excess_pos[key] = [ex, sum(e for e in ex.values() if e > 0)]
+        total = pos[1]
+        e = ex.get(beneficiary, 0)
+        if e > 0:
+            total -= e
+        for leaf in self.keeping:
+            if leaf != beneficiary:
+                e = ex.get(leaf, 0)
+                if e > 0:
+                    total -= e
+        return total
 
     def _victims(self, v: GroupView, owner: str, beneficiary: str, parent_mode: bool,
                  no_fit: tuple[dict, str, int] | None = None) -> Iterator[tuple[str, int]]:
