@@ -8,8 +8,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet -c constraints.txt
 # failures are named as they happen (tests/failures_now.py) and again at the end (-rfE); the run
-# goes on after a failure, so that one run names them all
-PYTEST := $(PY) -m pytest -n 2 -p no:cacheprovider -p tests.failures_now -rfE
+# goes on after a failure, so that one run names them all. Three workers on two cores: most of an
+# end-to-end test is waiting on a live master's heartbeats and graces, CPU another worker uses
+# meanwhile (with two, the cores were busy about 40% of the run). loadgroup keeps a module whose
+# tests share one master, browser or venv on one worker (tests/conftest.py names the groups).
+PYTEST := $(PY) -m pytest -n 3 --dist loadgroup -p no:cacheprovider -p tests.failures_now -rfE
 
 $(VENV)/.made:
 	python3 -m venv $(VENV)

@@ -119,6 +119,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     _kill_the_tree()
 
 
+# ---------------------------------------------------------------------------------------------
+# How xdist shares the tests out (`make test`: -n 3 --dist loadgroup).
+#
+# A module whose tests share a module- or session-scoped fixture of the suite's own (a master and
+# its agents, a browser, a fresh venv) runs on one worker: spread over two, each would start its
+# own copy. The tests marked slow start first, so that none of them is what the run waits on at
+# its end.
+# ---------------------------------------------------------------------------------------------
+
+
+def _shares_a_costly_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in getattr(info, "name2fixturedefs", {}).values():
+        fd = defs[-1] if defs else None
+        if (fd is not None and fd.scope in ("module", "package", "session") and fd.baseid
+                and not getattr(fd, "_autouse", False)):  # the suite's own, not pytest's (tmp_path_factory)
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker names each item's group in its id
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _shares_a_costly_fixture(item) and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the rest keep their order
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     if _made_traversable:
         return [f"made {', '.join(_made_traversable)} traversable by others (o+x) so that execution users "

@@ -16,6 +16,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from apportion.agent import statefile
 from tests.service.live import CLI, events, granted, host_state, reachable_workdir, reap, running, start_agent, \
@@ -59,6 +60,7 @@ def apportion(m, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=60)
 
 
+@pytest.mark.slow
 def test_an_agent_restarted_20_times_keeps_every_activity(tmp_path):
     """SIGTERM and start again, 20 times, with work running: the host is unreachable meanwhile,
     never down, and every activity is adopted by the next agent: none is lost."""

@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.service.live import host_state, start_agent, start_master, wait_until
+
+pytestmark = pytest.mark.slow  # each a minute or less of fuzzing: started first (tests/conftest.py)
 
 PLAN = """
 resource_groups:
