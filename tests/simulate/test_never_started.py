@@ -77,6 +77,26 @@ def test_every_rigid_job_that_fits_starts(case):
     assert sum(c["jobs"] for c in res["consumers"].values()) + res["unrunnable"] == len(jobs)
 
 
+def test_two_owners_lending_to_each_other_take_turns_without_circling():
+    """/c2 and /c3 own 7 and 6 and lend; each has a rigid job that needs one slot of the
+    other's. /c1's 7 idle slots are not lent. An owner takes its lent slot back only when
+    its job can then start on what it may use, not on idle slots of /c1's: before, each took
+    its slot back from the other's running job in turn, for ever (hypothesis found it)."""
+    consumers = [{"path": "/c0", "share_ratio": 1, "grace": 0, "owned": 1, "lend": False},
+                 {"path": "/c1", "share_ratio": 1, "grace": 0, "owned": 7, "lend": False},
+                 {"path": "/c2", "share_ratio": 1, "grace": 0, "owned": 7, "lend": True},
+                 {"path": "/c3", "share_ratio": 1, "grace": 0, "owned": 6, "lend": True}]
+    jobs = [TraceJob(id="0", submit=0.0, run=2.0, slots=8, user="u2"),
+            *(TraceJob(id=str(i), submit=0.0, run=1.0, slots=1, user="u0") for i in range(1, 6)),
+            TraceJob(id="6", submit=0.0, run=2.0, slots=7, user="u3")]
+    r = Replay(plan(consumers, 21, hosts=3), jobs, by_user({f"u{i}": f"/c{i}" for i in range(4)}),
+               on_progress=_bounded, progress_every=500)
+    r.run()
+    res = r.result()
+    assert (res["never_started"], res["unrunnable"], res["evictions"]) == (0, 0, 0), res
+    assert sum(c["jobs"] for c in res["consumers"].values()) == 7
+
+
 NASA = shared_traces() / "NASA-iPSC-1993-3.1-cln.swf.gz"
 
 

@@ -18,6 +18,8 @@ called off within the same cycle, so no decision about them leaves the cycle).
 
 from __future__ import annotations
 
+from typing import Any
+
 from apportion.engine.state import RequestState
 
 # ``c`` below is the running cycle (engine/cycle.py's Cycle) and ``v`` its view of a
@@ -35,6 +37,22 @@ def reach_now(c, rs: RequestState) -> int:
     free slots of its groups' open hosts."""
     s = c.s
     return rs.held + s.incoming.get(rs.spec.consumer, 0) + sum(s.groups[g].open_free for g in rs.groups)
+
+
+def reach_owner(c, rs: RequestState, g: str, v) -> int:
+    """``reach_now`` for an owner taking its lent slots back in ``g``: of the idle slots
+    only those it may use count (its own, neither in use nor lent; the idle slots of
+    the share pools it draws from; what its lenders could lend it now), not every idle
+    slot of the group. Two owners lending to each other, each with a rigid job that
+    needs a slot of the other's, took their slots back from each other in turn, for
+    ever, when slots a third owner does not lend counted as theirs to use."""
+    leaf = rs.spec.consumer
+    u = c.s.usage_in[g].get(leaf)
+    idle = v.owned.get(leaf, 0) - ((u.own + u.lent_total) if u is not None else 0)
+    idle = max(0, idle) + sum(n for _, n in pool_idle(c, leaf, g))
+    if v.settings[leaf].borrow:
+        idle += sum(max(0, c._lendable(x, g, v)) for x in v.gp.lender_order(leaf) if x != leaf)
+    return rs.held + c.s.incoming.get(leaf, 0) + idle
 
 
 def reach_placed(c, rs: RequestState) -> int:
@@ -172,13 +190,15 @@ class ReclaimGuard:
                 return None
         return cls(c, rs)
 
-    def close(self) -> None:
+    def close(self, owner_in: tuple[str, Any] | None = None) -> None:
         """After the phase served the request: if what was marked still leaves it
-        below its min, the marks are called off (before any decision leaves the cycle)."""
+        below its min, the marks are called off (before any decision leaves the cycle).
+        ``owner_in``: (group, view) where an owner took lent slots back (``reach_owner``)."""
         c, rs = self.c, self.rs
         if len(c.d.reclaims) == self.n_reclaims:
             return
-        if reach_now(c, rs) >= rs.min and reach_placed(c, rs) >= rs.min:  # the first bounds the second
+        if reach_now(c, rs) >= rs.min and reach_placed(c, rs) >= rs.min and (
+                owner_in is None or reach_owner(c, rs, *owner_in) >= rs.min):  # the first bounds the second
             return
         s = c.s
         mine = s.reclaim_for.get(self.leaf, {})

@@ -130,7 +130,7 @@ class Reclaims(CyclePart):
                 # again, for ever (the borrower's work ended each time)
                 guard = ReclaimGuard(self, self._head_rigid(leaf, rs))
                 self._take_back_lent(leaf, rs, g, v)
-                guard.close()
+                guard.close((g, v))
             else:
                 self._take_back_lent(leaf, rs, g, v)
 
