@@ -40,5 +40,5 @@ def test_workers_see_only_their_gpus(tmp_path: Path) -> None:
 
 
 def test_bad_resources_are_refused_before_anything_starts() -> None:
-    with pytest.raises(ValueError, match="unknown kind 'tpus'"):
-        ApportionCluster("/dask", master="http://127.0.0.1:9", token="x", resources={"tpus": 1})
+    with pytest.raises(ValueError, match="unknown kind 'slots'"):  # a name the vector keeps for itself
+        ApportionCluster("/dask", master="http://127.0.0.1:9", token="x", resources={"slots": 1})
