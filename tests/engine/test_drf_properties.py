@@ -2,7 +2,9 @@
 generated cases: one host of divisible resources (every task is small beside it), leaves
 that all want more than there is. Tasks are whole, so each guarantee holds up to the
 granularity of a task: ``tol`` is the largest dominant share of one task of any leaf, and
-envy and gains from lying are measured in dominant share, at most ``2 * tol``."""
+envy and gains from lying are measured in dominant share, at most ``2 * tol`` (for a lie,
+plus what one task of another leaf holds of a resource that runs out, counted in the
+liar's own tasks: which leaf's last task fits there moves by a whole task)."""
 
 from __future__ import annotations
 
@@ -94,10 +96,26 @@ def test_strategy_proof_asking_for_more_never_gains(c, data) -> None:
     extra = data.draw(st.tuples(*(st.integers(0, 4) for _ in KINDS)).filter(any))
     lie = tuple(a + b for a, b in zip(tasks[i], extra))
     lied = run(totals, [lie if k == i else t for k, t in enumerate(tasks)])
-    # what i's true tasks can run in what it got by lying: never more than telling the truth
+    # what i's true tasks can run in what it got by lying: never more than telling the truth,
+    # up to whole tasks: one task of the liar's or another's (``tol``), and what one task of
+    # another leaf holds of a resource i's tasks need, counted in i's tasks (``grain``): where
+    # that resource runs out, which leaf's last task still fits moves by one whole task, and
+    # one such task can hold several of i's (5 GB of memory is 5 tasks of 1 GB)
     tol = max(sigma(t, totals) for t in (*tasks, lie))
     s = sigma(tasks[i], totals)
-    assert runs_on(used(lied[i], lie), tasks[i]) * s <= honest[i] * s + 2 * tol + EPS
+    grain = max(math.ceil(t[k] / tasks[i][k]) for t in tasks for k in range(len(KINDS)) if tasks[i][k]) * s
+    assert runs_on(used(lied[i], lie), tasks[i]) * s <= honest[i] * s + 2 * tol + grain + EPS
+
+
+def test_a_lie_gains_no_more_than_one_task_of_anothers_in_the_resource_that_runs_out() -> None:
+    """A case the property found: A's true task is <0, 1 GB, 4 GPUs>, B's <1 CPU, 5 GB, 0>.
+    Claiming <0, 2, 8>, A's tasks run 36 on what it gets against 31 honest: B's last task
+    no longer fits in the memory left (5 GB), and A's fit there. The gain is one of B's
+    tasks in memory, 5 of A's, and no more."""
+    totals, tasks, lie = (469, 176, 155), [(0, 1, 4), (1, 5, 0)], (0, 2, 8)
+    honest, lied = run(totals, tasks), run(totals, [lie, tasks[1]])
+    assert honest == [31, 29] and lied == [18, 28]
+    assert runs_on(used(lied[0], lie), tasks[0]) - honest[0] == 5 == math.ceil(tasks[1][1] / tasks[0][1])
 
 
 def test_the_papers_example_in_these_terms() -> None:
