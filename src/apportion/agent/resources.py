@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from apportion.vectornames import CUSTOM_NAME, VECTOR_FIELDS
+
 log = logging.getLogger("apportion.agent")
 
 MAX_COUNT = 4096  # a count of anything the register carries
 MAX_INDEX = 1023  # a GPU index or a CPU id
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-RESERVED = ("cores", "memory", "gpus", "gpu_model", "devices", "custom", "cpus", "pin_cores", "slots")
+NAME = CUSTOM_NAME
+RESERVED = VECTOR_FIELDS
 _TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,200}")
 
 

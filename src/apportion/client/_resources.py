@@ -12,16 +12,14 @@ name, ``fpga=1`` or ``{"fpga": 1}``, or under ``custom`` as the HTTP API takes i
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from apportion.vectornames import CUSTOM_NAME, VECTOR_FIELDS
 
 NUMBERS = {"cores": 4096.0, "memory": 1_000_000.0, "gpus": 4096.0}  # kind -> the most one slot may ask
 TEXT = ("gpu_model",)
 CUSTOM_MOST = 4096.0  # the most one slot may ask of a custom kind
-# names the vector keeps for itself: no custom kind may take them
-RESERVED = frozenset({*NUMBERS, *TEXT, "custom", "slots", "devices", "cpus", "pin_cores"})
-CUSTOM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def _amount(key: str, value: Any, most: float) -> float:
@@ -33,7 +31,7 @@ def _amount(key: str, value: Any, most: float) -> float:
 
 
 def _custom(name: Any, value: Any, into: dict[str, Any]) -> None:
-    if not isinstance(name, str) or not CUSTOM_NAME.fullmatch(name) or name in RESERVED:
+    if not isinstance(name, str) or not CUSTOM_NAME.fullmatch(name) or name in VECTOR_FIELDS:
         known = ", ".join([*NUMBERS, *TEXT])
         raise ValueError(f"resources: unknown kind {name!r} (known: {known}; a custom kind is a name of letters, "
                          "digits and _ that does not start with a digit, up to 64 characters)")

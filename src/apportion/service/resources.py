@@ -33,10 +33,11 @@ from apportion.engine.model import HostFilter, Kinds
 from apportion.engine.state import Allocation, PendingReclaim
 from apportion.service import devices
 from apportion.service.published import AllocationPub, HostPub
+from apportion.vectornames import VECTOR_FIELDS
 
 EPS = 1e-9
 BUILT_IN = ("cores", "memory", "gpus")
-RESERVED = ("cores", "memory", "gpus", "gpu_model", "custom", "slots", "devices", "cpus", "pin_cores")
+RESERVED = VECTOR_FIELDS
 
 
 def _num(x: Any) -> float:
