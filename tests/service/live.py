@@ -186,6 +186,12 @@ def one_host(workdir: Path, plan_text: str, host: str, slots: int, extra: list[s
         reap()
 
 
+def hosts_up(c: httpx.Client, n: int, timeout: float = 30) -> None:
+    """Wait until ``n`` hosts are up (their agents registered and heartbeating)."""
+    wait_until(lambda: sum(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]) == n, timeout,
+               f"{n} hosts up")
+
+
 def reap() -> int:
     """Kill every process that agents started by this test process left behind (they run in their
     own process groups, so killing an agent leaves them, as it should). They are found among this

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from tests.client.test_live import cli
-from tests.service.live import events, one_host, start_agent, start_master, wait_until
+from tests.service.live import events, hosts_up, one_host, reap, start_agent, start_master, wait_until
 
 PLAN = """
 resource_groups:
@@ -145,8 +145,7 @@ def test_twenty_consumers_each_asking_wider_than_its_share_all_complete(tmp_path
     quick = [sys.executable, "-c", "pass"]
     try:
         with m.http() as c:
-            wait_until(lambda: sum(h["state"] == "ok" for h in c.get("/v1/hosts").json()["hosts"]) == 4, 30,
-                       "four hosts up")
+            hosts_up(c, 4)
             ids: dict[int, int] = {}  # allocation -> client
             for i in range(20):
                 cl = c.post("/v1/clients", json={"name": f"app{i}", "consumer": f"/t{i:02d}"}).json()["id"]
@@ -232,3 +231,49 @@ def test_a_planned_start_from_a_walltime_and_a_short_job_backfilled_meanwhile(tm
         completed(c, job_b, "B's job")
         for cl in (a, b):
             assert [e for e in events(c, cl) if e["type"] in ("reclaim", "removed", "lost")] == [], cl
+
+
+PLAN_OWNER = """
+resource_groups:
+  - {name: all, select: "select(slots > 0)"}
+consumers:
+  - {path: /O, owned: 2, lend: true, grace: 2}
+  - {path: /B, share_ratio: 1, grace: 2}
+"""
+
+
+def test_a_rigid_job_an_owner_takes_slots_back_from_ends_whole(tmp_path):
+    # two hosts of 4 slots; /O owns 2 and lends them. /B's rigid job of 8 (one process on
+    # each host) runs on the public pool's 6 and /O's 2. /O then wants its 2: the owner's
+    # reclaim takes them from the job's slots on one host. Below its min the job runs
+    # nothing, so once the reclaim completes the rest of the allocation goes too: no
+    # process of the job runs on, and its other slots are not kept idle; /B waits again
+    m = start_master(tmp_path / "m", PLAN_OWNER)
+    agents = [start_agent(m, f"h{i}", tmp_path / f"h{i}", slots=4) for i in (1, 2)]
+    try:
+        with m.http() as c:
+            hosts_up(c, 2)
+            o = c.post("/v1/clients", json={"name": "appO", "consumer": "/O"}).json()["id"]
+            b = c.post("/v1/clients", json={"name": "appB", "consumer": "/B"}).json()["id"]
+            bid = ask(c, b, "/B", 8)
+            wait_until(lambda: c.get(f"/v1/allocations/{bid}").json()["held"] == 8, 20, "B granted 8")
+            job_b = job(c, bid, gated(tmp_path / "never"))
+            got = c.post("/v1/allocations", json={"client": o, "consumer": "/O", "group": "all", "max": 2})
+            assert got.status_code == 201, got.text
+            oid = got.json()["id"]
+            wait_until(lambda: c.get(f"/v1/allocations/{oid}").json()["held"] == 2, 30, "O given its 2 back")
+            wait_until(lambda: c.get(f"/v1/allocations/{bid}").json()["held"] == 0, 30, "B's rest given back")
+            for act in job_b:
+                a = wait_until(lambda: (x := c.get(f"/v1/activities/{act}").json())["state"] in DONE and x, 30,
+                               f"B's process {act} ended")
+                assert a["state"] == "killed", a
+            removed = [e for e in events(c, b) if e["type"] == "removed"]
+            assert sum(e["slots"] for e in removed) == 8, removed
+            assert sum(e["slots"] for e in removed if e["reason"].startswith("below min")) == 6, removed
+            cycles_pass(c)
+            assert c.get(f"/v1/allocations/{bid}").json()["held"] == 0  # it waits for /O's 2 again
+    finally:
+        for a in agents:
+            a.kill()
+        m.proc.kill()
+        reap()

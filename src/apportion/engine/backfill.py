@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from apportion.engine.decisions import Reclaim
 from apportion.engine.rigid import pool_idle
-from apportion.engine.state import PendingReclaim, RequestState, pool_source
+from apportion.engine.state import RESERVATION_READY, PendingReclaim, RequestState, pool_source
 
 # ``c`` below is the running cycle (engine/cycle.py's Cycle), which imports this
 # module: this one does not import it back
@@ -195,11 +195,17 @@ def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:
                 marks.append((a, min(a.slots, take)))
                 take -= min(a.slots, take)
             plan.append((whole - base // order * order, marks))
+    # a host's idle slots may be another consumer's (owned, not lent to this one): no more
+    # of them count than the idle slots this consumer may use, with those on their way
+    usable = reserved.held + free_now + sum(coming.values())
+    if ready > usable:
+        have -= ready - usable
+        ready = usable
     if have < reserved.min:
         return  # not ready yet: the elastic work runs on
     need = reserved.min - ready
     settings = c.views[g].settings
-    reason = "reservation ready: work on its slots gives way"
+    reason = RESERVATION_READY
     for gain, marks in plan:
         if need <= 0:
             break

@@ -102,6 +102,9 @@ class Cycle(Removals, Views, OwnSlots, SharePools, Borrowing, Reclaims, Surplus,
         # their holder gave back since the last cycle, then those taken at their deadline
         self.freed: list[tuple[str, str, int]] = state.released_marked
         state.released_marked = []
+        # (group, beneficiary) of those marked for a reservation that was ready (reserve.choose)
+        self.ready_freed: set[tuple[str, str]] = state.ready_freed
+        state.ready_freed = set()
         self.keeping: frozenset[str] = frozenset()  # leaves with slots kept: no reclaim victims
 
     def run(self) -> Decisions:

@@ -112,6 +112,8 @@ def rebuild(old: ClusterState, plan: Plan, *, reassign: bool = True) -> Rebuilt:
     new.started = {rid: t for rid, t in old.started.items() if rid in new.requests}
     new.protected = {rid for rid in old.protected if rid in new.requests}
     new.released_marked = [x for x in old.released_marked if x[0] in new.groups]
+    new.cut_short = set(old.cut_short)
+    new.ready_freed = {x for x in old.ready_freed if x[0] in new.groups}
     new.debt, new.debt_at = {x: d for x, d in old.debt.items() if x in new.consumers}, old.debt_at
     for (rid, host), n in old.fences.items():
         if host in new.hosts:

@@ -41,7 +41,7 @@ from sortedcontainers import SortedList
 
 from apportion.engine import backfill, usage
 from apportion.engine.rigid import pool_idle
-from apportion.engine.state import ClusterState, RequestState, pool_source
+from apportion.engine.state import RESERVATION_READY, ClusterState, RequestState, pool_source
 
 # ``c`` below is the running cycle (engine/cycle.py's Cycle): it imports this module,
 # so this one does not import it back
@@ -94,6 +94,7 @@ def choose(c) -> dict[str, RequestState]:
     taken: set[str] = set()
     index = s.consumers
     half_life = c.policy.usage_half_life
+    owed = _ready_for(c)
     for g in s.group_names:
         v = c.views.get(g)
         if v is None:
@@ -119,13 +120,28 @@ def choose(c) -> dict[str, RequestState]:
                 continue
             if rs.spec.id in taken or c._below_max(leaf, g, v) < rs.min - rs.held:
                 continue  # kept elsewhere, or a max above it is full of its running work
-            key = (usage.debt_slots(s, leaf, half_life) - _deficit(c, leaf, g), rs.seq, index[leaf].index)
+            key = ((g, leaf) not in owed, usage.debt_slots(s, leaf, half_life) - _deficit(c, leaf, g), rs.seq,
+                   index[leaf].index)
             if best is None or key < best[0]:
                 best = (key, rs)
         if best is not None:
             chosen[g] = best[1]
             taken.add(best[1].spec.id)
     return chosen
+
+
+def _ready_for(c) -> set[tuple[str, str]]:
+    """(group, consumer) whose reservation was ready and reclaimed the work on its slots:
+    those reclaims are on their way, or completed as this cycle began. Its consumer keeps
+    the reservation there until they are done: once the work they end is gone, another
+    consumer may stand further below its share, and a reservation that moved to it would
+    leave the slots to the work they were reclaimed from, to be reclaimed again, for ever."""
+    out = set(c.ready_freed)
+    for leaf, marked in c.s.reclaim_for.items():
+        for a in marked.values():
+            if a.reclaim.reason == RESERVATION_READY:
+                out.add((a.group, leaf))
+    return out
 
 
 def _ends(s: ClusterState) -> SortedList:
@@ -226,7 +242,14 @@ def run(c, freed: list[tuple[str, str, int]]) -> None:
     for g, rs in c.reserved.items():
         leaf = rs.spec.consumer
         owed = sum(n for grp, b, n in freed if grp == g and b != leaf and b in s.consumers)
-        free_now = max(0, sum(n for _, n in pool_idle(c, leaf, g)) - owed)
+        idle = sum(n for _, n in pool_idle(c, leaf, g))
+        free_now = max(0, idle - owed)
+        if rs.held + free_now + s.incoming.get(leaf, 0) < rs.min:
+            # not ready: slots a reclaim freed for this consumer were won for its other work
+            # (a reclaim for fairness is not marked for a rigid request it cannot start):
+            # they go to that work, not to be kept and lent on and reclaimed again
+            owed += sum(n for grp, b, n in freed if grp == g and b == leaf)
+            free_now = max(0, idle - owed)
         start, extra = planned_start(s, g, rs.min - rs.held - free_now, free_now)
         if s.fill.get(g):
             backfill.reclaim_fill(c, g, rs, free_now)

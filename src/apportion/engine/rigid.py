@@ -39,19 +39,32 @@ def reach_now(c, rs: RequestState) -> int:
     return rs.held + s.incoming.get(rs.spec.consumer, 0) + sum(s.groups[g].open_free for g in rs.groups)
 
 
-def reach_owner(c, rs: RequestState, g: str, v) -> int:
-    """``reach_now`` for an owner taking its lent slots back in ``g``: of the idle slots
-    only those it may use count (its own, neither in use nor lent; the idle slots of
-    the share pools it draws from; what its lenders could lend it now), not every idle
-    slot of the group. Two owners lending to each other, each with a rigid job that
-    needs a slot of the other's, took their slots back from each other in turn, for
-    ever, when slots a third owner does not lend counted as theirs to use."""
-    leaf = rs.spec.consumer
+def usable_idle(c, leaf: str, g: str, v) -> int:
+    """The idle slots of ``g`` that ``leaf`` may use: its own, neither in use nor lent;
+    the idle slots of the share pools it draws from; what its lenders could lend it
+    now. Not every idle slot of the group: those another consumer owns and does not
+    lend it are not its to use."""
     u = c.s.usage_in[g].get(leaf)
     idle = v.owned.get(leaf, 0) - ((u.own + u.lent_total) if u is not None else 0)
     idle = max(0, idle) + sum(n for _, n in pool_idle(c, leaf, g))
     if v.settings[leaf].borrow:
         idle += sum(max(0, c._lendable(x, g, v)) for x in v.gp.lender_order(leaf) if x != leaf)
+    return idle
+
+
+def reach_usable(c, rs: RequestState) -> int:
+    """``reach_now`` with only the idle slots its consumer may use (``usable_idle``). A
+    reclaim that counted slots another consumer owns and does not lend freed one slot
+    that nobody could use, that slot went to someone else and was reclaimed again, for
+    ever; two owners lending to each other, each with a rigid job that needs a slot of
+    the other's, took their slots back from each other in turn."""
+    leaf = rs.spec.consumer
+    views = c.views
+    idle = 0
+    for g in rs.groups:
+        v = views.get(g)
+        if v is not None and leaf in v.settings:
+            idle += usable_idle(c, leaf, g, v)
     return rs.held + c.s.incoming.get(leaf, 0) + idle
 
 
@@ -170,7 +183,7 @@ class ReclaimGuard:
         cache = c.could_cache
         got = cache.get(key)
         if got is None:
-            got = cache[key] = [reach_now(c, rs) - rs.held, None, 0, None, 0]
+            got = cache[key] = [min(reach_now(c, rs), reach_usable(c, rs)) - rs.held, None, 0, None, 0]
         short = rs.min - rs.held - got[0]
         if short > 0:
             # first the leaf's room in the pools alone, then as far as the victims'
@@ -190,16 +203,15 @@ class ReclaimGuard:
                 return None
         return cls(c, rs)
 
-    def close(self, owner_in: tuple[str, Any] | None = None) -> None:
+    def close(self) -> bool:
         """After the phase served the request: if what was marked still leaves it
         below its min, the marks are called off (before any decision leaves the cycle).
-        ``owner_in``: (group, view) where an owner took lent slots back (``reach_owner``)."""
+        Whether marks for it stand."""
         c, rs = self.c, self.rs
         if len(c.d.reclaims) == self.n_reclaims:
-            return
-        if reach_now(c, rs) >= rs.min and reach_placed(c, rs) >= rs.min and (
-                owner_in is None or reach_owner(c, rs, *owner_in) >= rs.min):  # the first bounds the second
-            return
+            return False
+        if reach_now(c, rs) >= rs.min and reach_placed(c, rs) >= rs.min and reach_usable(c, rs) >= rs.min:
+            return True  # the first bounds the second
         s = c.s
         mine = s.reclaim_for.get(self.leaf, {})
         for aid in [aid for aid in mine if aid not in self.before]:
@@ -210,6 +222,7 @@ class ReclaimGuard:
             s.unmark(a)
         del c.d.reclaims[self.n_reclaims:]
         c.want[self.leaf] = self.want
+        return False
 
 
 def protected_held(s, g: str, src: str) -> dict[str, int]:

@@ -26,6 +26,8 @@ from apportion.engine.model import ROOT, Consumer, HostState, Plan, Request
 from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
 
 OWN = "own"
+# why a reservation that is ready reclaims the work on its slots (engine/backfill.py)
+RESERVATION_READY = "reservation ready: work on its slots gives way"
 
 
 def pool_source(owner: str) -> str:
@@ -261,6 +263,11 @@ class ClusterState:
         # deadline: freed for the reclaim's beneficiary as a completed reclaim's are
         # (the next cycle's reservations leave them to it)
         self.released_marked: list[tuple[str, str, int]] = []
+        # rigid requests that lost marked slots (a reclaim completed, or their holder gave
+        # them back) since the last cycle: below their min the rest goes too (phase 0)
+        self.cut_short: set[str] = set()
+        # (group, beneficiary) of such slots marked for a reservation that was ready
+        self.ready_freed: set[tuple[str, str]] = set()
         self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
         self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)
         self.debt_at: float | None = None  # the time the debts stand at
@@ -537,7 +544,7 @@ class ClusterState:
                 if sums:
                     self._count_removed(rs, sums)
                 if a.reclaim is not None:
-                    self.released_marked.append((a.group, a.reclaim.beneficiary, a.slots))
+                    self._released_marked(a, a.slots)
                 self.remove(a)
                 continue
             aid, g, host, slots = a.id, a.group, a.host, a.slots
@@ -842,12 +849,20 @@ class ClusterState:
     def release(self, a: Allocation, slots: int | None = None) -> None:
         """Give back ``slots`` of an allocation (all of it by default)."""
         if a.reclaim is not None:
-            self.released_marked.append((a.group, a.reclaim.beneficiary, min(a.slots, slots or a.slots)))
+            self._released_marked(a, min(a.slots, slots or a.slots))
+            if a.request in self.rigid:
+                self.cut_short.add(a.request)
         if slots is None or slots >= a.slots:
             self.remove(a)
             return
         part = self.split(a, slots)
         self.remove(part)
+
+    def _released_marked(self, a: Allocation, slots: int) -> None:
+        """Marked slots their holder gave back before the deadline: its beneficiary's."""
+        self.released_marked.append((a.group, a.reclaim.beneficiary, slots))
+        if a.reclaim.reason == RESERVATION_READY:
+            self.ready_freed.add((a.group, a.reclaim.beneficiary))
 
     def split(self, a: Allocation, slots: int) -> Allocation:
         """Cut ``slots`` off ``a`` into an allocation of their own (same source and mark)."""

@@ -13,7 +13,7 @@ from apportion.engine.index import UNSET, rank_key
 from apportion.engine.model import ROOT, Request
 from apportion.engine.phases.base import CyclePart
 from apportion.engine.phases.view import GroupView
-from apportion.engine.rigid import ReclaimGuard, protected_held
+from apportion.engine.rigid import ReclaimGuard, protected_held, reach_usable
 from apportion.engine.state import PendingReclaim, RequestState, lent_source, pool_source
 
 
@@ -123,14 +123,19 @@ class Reclaims(CyclePart):
                     n = min(self._pool_idle(g, v, owner), self._headroom(leaf, g, v))
                     if n > 0 and not self._pool_has_deficit(v, owner):
                         self._give(rs, g, n, pool_source(owner))
-            if rs.held < rs.min:
-                # a rigid request not started: its owner takes back only what lets it
-                # start (or its earliest such request, which the slots go to first);
-                # slots it could not use would go idle, be lent again and be reclaimed
-                # again, for ever (the borrower's work ended each time)
-                guard = ReclaimGuard(self, self._head_rigid(leaf, rs))
+            head = self._head_rigid(leaf, rs)
+            if head.held < head.min:
+                # a rigid request not started, this one or an earlier one of the owner's
+                # (the slots go to that one first): its owner takes back only what lets
+                # it start; slots it could not use would go idle, be lent again and be
+                # reclaimed again, for ever (the borrower's work ended each time). When
+                # even all it lent would not do, nothing is marked (marks called off
+                # would leave the books cut where they were marked)
+                if reach_usable(self, head) + self.s.usage_in[g][leaf].lent_total < head.min:
+                    return
+                guard = ReclaimGuard(self, head)
                 self._take_back_lent(leaf, rs, g, v)
-                guard.close((g, v))
+                guard.close()
             else:
                 self._take_back_lent(leaf, rs, g, v)
 
@@ -189,22 +194,33 @@ class Reclaims(CyclePart):
             # the leaf that needs more than ``most`` to reach its min cannot start
             # (ReclaimGuard.open's first test, its figures kept for the next request)
             beyond: dict[tuple, list] = {}
+            # (leaf, group) where an earlier request of the leaf waits for its min and no
+            # reclaim lets it start: slots freed for the leaf there would go to that one
+            # first (a leaf's requests are served in arrival order) and sit idle, so none
+            # is reclaimed for its later requests either (the owner's reclaims do the same,
+            # _head_rigid). Otherwise they would be freed, left idle, given to someone else
+            # and reclaimed again, for ever
+            waits: set[tuple[str, str]] = set()
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> bool | None:
                 guard = None
+                if (leaf, g) in waits:
+                    return True
                 if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
                     key = (leaf, g, rs.groups, rs.spec.order)
                     b = beyond.get(key)
                     n, w = len(self.d.reclaims), self.want.get(leaf, 0)
                     if b is not None and b[0] == n and b[1] == w and rs.min - rs.held > b[2]:
+                        waits.add((leaf, g))
                         return True
                     guard = ReclaimGuard.open(self, rs, g, v, quotas(v), short_in[leaf].get(g, ()), parent_mode,
                                               beyond, key)
                     if guard is None:
+                        waits.add((leaf, g))
                         return True  # nothing marked: nothing changed
                 self._reclaim_pool_for(leaf, rs, g, v, quotas(v), short_in, parent_mode)
-                if guard is not None:
-                    guard.close()
+                if guard is not None and not guard.close() and rs.held < rs.min:
+                    waits.add((leaf, g))
                 return None
 
             if short_in:
