@@ -304,6 +304,12 @@ def after_cycle(c) -> None:
     s = c.s
     if not s.rigid:
         return
+    for g, rs in c.reserved.items():
+        # however it came to its min this cycle (the slots kept for it, the serving
+        # phases after them, or phase 8's last call), a reservation's request that
+        # started beyond its consumer's share runs to its end
+        if rs.held >= rs.min and rs.spec.id in s.requests and rs.spec.id not in s.protected:
+            protect_if_beyond(c, g, rs)
     started = s.started
     new_end = False
     ends = _ends(s)

@@ -194,33 +194,35 @@ class Reclaims(CyclePart):
             # the leaf that needs more than ``most`` to reach its min cannot start
             # (ReclaimGuard.open's first test, its figures kept for the next request)
             beyond: dict[tuple, list] = {}
-            # (leaf, group) where an earlier request of the leaf waits for its min and no
-            # reclaim lets it start: slots freed for the leaf there would go to that one
-            # first (a leaf's requests are served in arrival order) and sit idle, so none
-            # is reclaimed for its later requests either (the owner's reclaims do the same,
-            # _head_rigid). Otherwise they would be freed, left idle, given to someone else
-            # and reclaimed again, for ever
-            waits: set[tuple[str, str]] = set()
+            # (leaf, group) -> what the leaf's earlier requests there that wait for their min,
+            # and that no reclaim lets start, take of any slot that comes to the leaf: its
+            # requests are served in arrival order, each such one is given (and gives back at
+            # the end of the cycle) as much as it wants. Slots reclaimed for a later request
+            # reach it only beyond that; the rest would sit idle, go to someone else and be
+            # reclaimed again, for ever
+            ahead: dict[tuple[str, str], int] = {}
+
+            def passed(rs: RequestState, key: tuple[str, str]) -> None:
+                ahead[key] = ahead.get(key, 0) + rs.max - rs.held
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> bool | None:
                 guard = None
-                if (leaf, g) in waits:
-                    return True
                 if rs.held < rs.min:  # a rigid request not started: only reclaims that let it start
                     key = (leaf, g, rs.groups, rs.spec.order)
                     b = beyond.get(key)
                     n, w = len(self.d.reclaims), self.want.get(leaf, 0)
                     if b is not None and b[0] == n and b[1] == w and rs.min - rs.held > b[2]:
-                        waits.add((leaf, g))
+                        passed(rs, (leaf, g))
                         return True
                     guard = ReclaimGuard.open(self, rs, g, v, quotas(v), short_in[leaf].get(g, ()), parent_mode,
                                               beyond, key)
                     if guard is None:
-                        waits.add((leaf, g))
+                        passed(rs, (leaf, g))
                         return True  # nothing marked: nothing changed
-                self._reclaim_pool_for(leaf, rs, g, v, quotas(v), short_in, parent_mode)
+                self._reclaim_pool_for(leaf, rs, g, v, quotas(v), short_in, parent_mode,
+                                       ahead.get((leaf, g), 0) if rs.min <= 0 else 0)
                 if guard is not None and not guard.close() and rs.held < rs.min:
-                    waits.add((leaf, g))
+                    passed(rs, (leaf, g))
                 return None
 
             if short_in:
@@ -230,10 +232,12 @@ class Reclaims(CyclePart):
         self._victim_lists = {}
 
     def _reclaim_pool_for(self, leaf: str, rs: RequestState, g: str, v: GroupView,
-                          q: dict[str, dict[str, int]], short_in: dict, parent_mode: bool) -> None:
-        """Phase 6 for one request of ``leaf`` in ``g``: the most over-share first."""
+                          q: dict[str, dict[str, int]], short_in: dict, parent_mode: bool, ahead: int = 0) -> None:
+        """Phase 6 for one request of ``leaf`` in ``g``: the most over-share first.
+        ``ahead``: what the leaf's earlier requests that cannot start take first of
+        whatever comes to the leaf there."""
         for owner in short_in[leaf].get(g, ()):
-            deficit = min(self._pool_room(leaf, g, v, q, owner), self._headroom(leaf, g, v), rs.unmet)
+            deficit = min(self._pool_room(leaf, g, v, q, owner) - ahead, self._headroom(leaf, g, v), rs.unmet)
             if deficit >= self.want.get(leaf, 0):
                 self.sensitive.add(leaf)
             deficit -= deficit % rs.spec.order  # whole instances only
