@@ -65,6 +65,9 @@ class GroupIndex:
         # here (Cycle._give: a request that cannot reach its min even with all of them)
         self.open_free = 0
         self.not_taking: dict[str, HostLedger] = {}  # closed or unavailable hosts
+        # whether no other group holds any of its hosts (set by ClusterState): slots
+        # held back here move this group's counts alone (ClusterState.hold_on_hosts)
+        self.alone = False
         for i, h in enumerate(hosts):
             h.groups.append(self)
             h.ranks.append(i)

@@ -160,18 +160,44 @@ class RequestState:
         return max(0, self.max - self.held)
 
 
+class HeldSlots:
+    """Slots a cycle held back for a request (Cycle._hold_back) in one go: its picks
+    [(host, slots)], with the allocation ids they used up (from ``first``, one a pick)
+    and their places among the cycle's grants (from ``at``). ``on_hosts``: taken on
+    their hosts yet (``ClusterState.hold_on_hosts``)."""
+
+    __slots__ = ("group", "picks", "source", "first", "at", "placed", "leaf", "on_hosts")
+
+    def __init__(self, group: str, picks: list[tuple[str, int]], source: str, first: int, at: int,
+                 placed: int, leaf: str) -> None:
+        self.group = group
+        self.picks = picks
+        self.source = source
+        self.first = first
+        self.at = at
+        self.placed = placed
+        self.leaf = leaf
+        self.on_hosts = False
+
+
 class ClusterState:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.consumers: dict[str, Consumer] = plan.consumer_map()
-        self.hosts: dict[str, HostLedger] = {
+        # the host ledgers, read through ``hosts``: slots a cycle holds back on hosts
+        # only one group holds may be left off them until something reads or moves a
+        # host (``hold_on_hosts``, ``settle``)
+        self._ledgers: dict[str, HostLedger] = {
             h.name: HostLedger(h, i) for i, h in enumerate(plan.hosts)
         }
+        self.deferred: list[HeldSlots] = []
         self.group_names: list[str] = [g.name for g in plan.groups]
         self.groups: dict[str, GroupIndex] = {
-            g.name: GroupIndex(g.name, g.allocation_policy, [self.hosts[n] for n in g.hosts])
+            g.name: GroupIndex(g.name, g.allocation_policy, [self._ledgers[n] for n in g.hosts])
             for g in plan.groups
         }
+        for gi in self.groups.values():
+            gi.alone = all(len(h.groups) == 1 for h in gi.hosts)
         self.requests: dict[str, RequestState] = {}
         self.requests_of: dict[str, dict[str, RequestState]] = {}  # leaf -> its open requests, in arrival order
         # leaf -> its open requests that still want slots (held < max), in arrival order: what
@@ -190,7 +216,7 @@ class ClusterState:
         # them), kept up to date from then on
         self.source_hosts: dict[tuple[str, str, str], dict[str, int]] = _SourceHosts(self)
         self.source_multi: dict[tuple[str, str, str], set[str]] = {}  # hosts where it holds 2 or more
-        self.with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot
+        self._with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot (``with_free``)
         # beneficiary -> allocations being reclaimed for it
         self.reclaim_for: dict[str, dict[int, Allocation]] = {}
         self.usage_in: dict[str, dict[str, Usage]] = {g: {} for g in self.group_names}  # group -> leaf -> books
@@ -264,6 +290,58 @@ class ClusterState:
         self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
         self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)
         self.debt_at: float | None = None  # the time the debts stand at
+
+    @property
+    def hosts(self) -> dict[str, HostLedger]:
+        """Host name -> its ledger, with every slot held back on it (``settle``)."""
+        if self.deferred:
+            self.settle()
+        return self._ledgers
+
+    @property
+    def with_free(self) -> set[str]:
+        """The hosts with a free slot, slots held back taken (``settle``)."""
+        if self.deferred:
+            self.settle()
+        return self._with_free
+
+    def hold_on_hosts(self, held: HeldSlots) -> None:
+        """Slots a cycle holds back (Cycle._hold_back) taken on their hosts. Where only
+        their group holds those hosts, only its count of open slots moves now: phase 8
+        mostly gives them back before anything reads a host, and then no host moved
+        (a reservation's wide request keeps every idle slot each cycle, host by host).
+        Anything that reads or moves a host first takes them there (``settle``)."""
+        group = self.groups[held.group]
+        if group.alone:
+            if self.deferred:
+                self.settle()
+            group.open_free -= held.placed
+            self.deferred.append(held)
+            return
+        for host, slots in held.picks:
+            self.take_on_host(host, held.leaf, slots)
+        held.on_hosts = True
+
+    def settle(self) -> None:
+        """The slots held back and not yet on their hosts (``hold_on_hosts``) taken there,
+        in the order they were held back, as if taken then: nothing moved a host since."""
+        deferred, self.deferred = self.deferred, []
+        for held in deferred:
+            self.groups[held.group].open_free += held.placed
+            for host, slots in held.picks:
+                self.take_on_host(host, held.leaf, slots)
+            held.on_hosts = True
+
+    def unhold_on_hosts(self, held: HeldSlots) -> None:
+        """``hold_on_hosts`` undone: the slots come off their hosts, or, never taken there,
+        out of the group's count alone."""
+        if not held.on_hosts:
+            self.deferred.remove(held)
+            self.groups[held.group].open_free += held.placed
+            return
+        for host, slots in held.picks:
+            self.give_on_host(host, held.leaf, slots)
+        held.on_hosts = False
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
@@ -694,6 +772,14 @@ class ClusterState:
         if self.changed is not None:
             self.changed.add(aid)
         return aid
+
+    def use_ids(self, n: int) -> int:
+        """``n`` ids used up as ``use_id`` uses one each; the first of them."""
+        first = self._next_id
+        self._next_id = first + n
+        if self.changed is not None:
+            self.changed.update(range(first, first + n))
+        return first
 
     def count_held(self, rs: RequestState, group: str, source: str, slots: int) -> None:
         """What ``add`` (``slots`` > 0) or ``remove`` (< 0) of share-pool slots of

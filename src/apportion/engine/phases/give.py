@@ -7,14 +7,15 @@ request in arrival order, group by group (``_serve``, ``_walk``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import islice
+from itertools import islice, repeat
+from operator import itemgetter
 
 from apportion.engine.decisions import Grant
 from apportion.engine.model import Request
 from apportion.engine.phases.base import HELD, INF, CyclePart
 from apportion.engine.phases.view import GroupView
 from apportion.engine.placement import choose_among, choose_hosts
-from apportion.engine.state import OWN, RequestState
+from apportion.engine.state import OWN, HeldSlots, RequestState
 
 
 class Giving(CyclePart):
@@ -58,6 +59,9 @@ class Giving(CyclePart):
         s = self.s
         hosts, group = s.hosts, s.groups[g]
         place = self._place
+        log = self._pick_log
+        if log is not None:
+            place = self._logged(place, log)
         if self.hold_back and self._hold_back_ok and source[0] == "p" and not req.exclusive \
                 and not s.in_use and self._stays_below_min(rs, wanted):
             # a request still below its min after this grant: unless a later one this
@@ -65,7 +69,7 @@ class Giving(CyclePart):
             # given still counts until then (it keeps those slots from the leaves served
             # after it), so it is counted, and made into allocations and grants only if
             # such a later grant comes (_materialise)
-            place = self._hold_back
+            place = self._hold_back if log is None else self._logged(self._hold_back, log)
         owned_hosts = self.views[g].gp.owned_hosts
         if owned_hosts:
             # owned hosts first: the consumer's own for its own slots, the lender's for
@@ -81,6 +85,15 @@ class Giving(CyclePart):
         if placed < wanted:
             self._note_stuck(req.consumer, g)  # on the books, but no host may take it
         return placed
+
+    @staticmethod
+    def _logged(place: Callable[[RequestState, str, list[tuple[str, int]], str], int], log: list):
+        """``place``, noting its picks in ``log`` (reserve.keep: what a reservation keeps)."""
+        def logged(rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+            if picks:
+                log.append(picks)
+            return place(rs, g, picks, source)
+        return logged
 
     def _stays_below_min(self, rs: RequestState, wanted: int) -> bool:
         """Whether ``rs`` stays below its min after ``wanted`` more slots, or could not
@@ -109,20 +122,21 @@ class Giving(CyclePart):
         leaf's, the pool's, the hosts'), moved alike; allocation ids are used up alike.
         Only a share pool's slots in the pool and surplus phases come here: phase 6
         reclaims only from leaves above what they may keep, and no grant of those
-        phases takes a leaf there; ``_mark`` checks it (``_held_back_keys``)."""
+        phases takes a leaf there; ``_mark`` checks it (``_held_back_keys``).
+        The picks are kept whole (``HeldSlots``), and on hosts only their group holds
+        they are taken when something reads or moves a host (ClusterState.hold_on_hosts):
+        the cost of a wide request held back is then not one per host it spans."""
         if not picks:
             return 0
         s = self.s
         leaf = rs.spec.consumer
-        mine = self.held_back.setdefault(rs.spec.id, [])
+        n = len(picks)
+        placed = sum(map(itemgetter(1), picks))
         grants = self.d.grants
-        placed = 0
-        for host, slots in picks:
-            aid = s.use_id()
-            s.take_on_host(host, leaf, slots)
-            mine.append((g, host, slots, source, aid, len(grants)))
-            grants.append(HELD)  # its place among the grants, should it become one
-            placed += slots
+        held = HeldSlots(g, picks, source, s.use_ids(n), len(grants), placed, leaf)
+        grants.extend(repeat(HELD, n))  # their places among the grants, should they become ones
+        self.held_back.setdefault(rs.spec.id, []).append(held)
+        s.hold_on_hosts(held)
         s.count_held(rs, g, source, placed)
         self._held_back_keys.add((leaf, g, source))
         return placed
@@ -136,16 +150,22 @@ class Giving(CyclePart):
         s = self.s
         leaf = rs.spec.consumer
         mine = self.granted_now.setdefault(rs.spec.id, [])
-        for g, host, slots, source, aid, at in self.held_back.pop(rs.spec.id):
-            self._unhold(rs, g, host, slots, source)
-            mine.append(s.add_as(aid, rs, g, host, slots, source))
-            self.d.grants[at] = Grant(rs.spec.id, leaf, g, host, slots, source)
+        grants = self.d.grants
+        for held in self.held_back.pop(rs.spec.id):
+            g, source = held.group, held.source
+            s.count_held(rs, g, source, -held.placed)
+            if not held.on_hosts:
+                s.settle()
+            for i, (host, slots) in enumerate(held.picks):
+                s.give_on_host(host, leaf, slots)
+                mine.append(s.add_as(held.first + i, rs, g, host, slots, source))
+                grants[held.at + i] = Grant(rs.spec.id, leaf, g, host, slots, source)
 
-    def _unhold(self, rs: RequestState, g: str, host: str, slots: int, source: str) -> None:
-        """Slots held back for ``rs`` (``_hold_back``) no longer counted: what phase 8
-        does to them, and ``_materialise`` before making them an allocation."""
-        self.s.count_held(rs, g, source, -slots)
-        self.s.give_on_host(host, rs.spec.consumer, slots)
+    def _unhold(self, rs: RequestState, held: HeldSlots) -> None:
+        """Slots held back for ``rs`` (``_hold_back``) no longer counted, and off their
+        hosts: what phase 8 does to them."""
+        self.s.count_held(rs, held.group, held.source, -held.placed)
+        self.s.unhold_on_hosts(held)
 
     def _note_stuck(self, leaf: str, g: str) -> None:
         """The leaf had room in ``g`` but could not place anything: it must not hold
