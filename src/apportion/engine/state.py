@@ -23,7 +23,7 @@ from sortedcontainers import SortedDict
 from apportion.engine.decisions import Removal
 from apportion.engine.index import UNSET, GroupPlan
 from apportion.engine.model import ROOT, Consumer, HostState, Plan, Request
-from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
+from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state, set_exclusive
 
 OWN = "own"
 
@@ -640,7 +640,7 @@ class ClusterState:
             else:
                 del users[leaf]
             if h.exclusive_for == rid and not any(x.request == rid for x in here.values()):
-                h.exclusive_for = None
+                set_exclusive(h, None)
                 self.exclusive_hosts.discard(host)
             if h.takes_work or h.state is not HostState.DOWN:
                 change_free(h, slots)
@@ -681,18 +681,10 @@ class ClusterState:
             self.changed.add(aid)
         self.by_host[host][aid] = a
         rs.allocs[aid] = a
-        # _held_by: held only grows here, so the request leaves the wanting book at most
-        before = rs.max - rs.held
-        rs.held += slots
-        if before > 0:
-            after = rs.max - rs.held
-            if after <= 0:
-                self._wanting(rs, False)
-                after = 0
-            self._unmet_delta(rs, after - before)
+        self._held_grows(rs, slots)
         h = self.take_on_host(host, leaf, slots)
         if spec.exclusive:
-            h.exclusive_for = spec.id
+            set_exclusive(h, spec.id)
             self.exclusive_hosts.add(host)
         if source[0] == "p":  # a share pool's: the common case, counted here
             self._pool_counts(leaf, group, source, slots)
@@ -709,6 +701,61 @@ class ClusterState:
         for p in self.chain[leaf]:
             st[p] = st.get(p, 0) + slots
         return a
+
+    def _held_grows(self, rs: RequestState, slots: int) -> None:
+        """``_held_by`` for slots added (``add``): held only grows here, so the request
+        leaves the wanting book at most."""
+        before = rs.max - rs.held
+        rs.held += slots
+        if before > 0:
+            after = rs.max - rs.held
+            if after <= 0:
+                self._wanting(rs, False)
+                after = 0
+            self._unmet_delta(rs, after - before)
+
+    def add_picks(self, rs: RequestState, group: str, picks: list[tuple[str, int]], source: str) -> list[Allocation]:
+        """``add`` for each of ``picks`` [(host, slots)] in turn, of a share pool's slots
+        (``source``) for a request that holds no host exclusively: what moves per host
+        (the allocation, its books, the host) moved per host, what moves by the sum
+        (the request's, the leaf's, the pool's and the subtrees' counts) moved once,
+        each count ending where ``add`` after ``add`` would leave it."""
+        assert source[0] == "p" and not rs.spec.exclusive
+        spec = rs.spec
+        leaf, rid = spec.consumer, spec.id
+        allocs, by_host, mine, changed = self.allocs, self.by_host, rs.allocs, self.changed
+        take = self.take_on_host
+        skey = (leaf, group, source)
+        index = self.by_source.get(skey)
+        if index is None:
+            index = self.by_source[skey] = {}
+        on_host = self._on_host if skey in self.source_hosts else None
+        out = []
+        aid = self._next_id
+        total = 0
+        for host, slots in picks:
+            a = Allocation(aid, rid, leaf, group, host, slots, source)
+            allocs[aid] = a
+            if changed is not None:
+                changed.add(aid)
+            by_host[host][aid] = a
+            mine[aid] = a
+            take(host, leaf, slots)
+            index[aid] = a
+            if on_host is not None:
+                on_host(skey, host, slots)
+            out.append(a)
+            aid += 1
+            total += slots
+        self._next_id = aid
+        if not total:
+            return out
+        self._held_grows(rs, total)  # the sum of each step's move: held only grows
+        self._pool_counts(leaf, group, source, total)
+        st = self.subtree_held[group]
+        for p in self.chain[leaf]:
+            st[p] = st.get(p, 0) + total
+        return out
 
     def add_as(self, aid: int, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
         """``add`` with an id used up earlier (``use_id``), placed in every book by its id:
@@ -832,7 +879,7 @@ class ClusterState:
         if not h.users[a.consumer]:
             del h.users[a.consumer]
         if h.exclusive_for == a.request and not any(x.request == a.request for x in self.by_host[a.host].values()):
-            h.exclusive_for = None
+            set_exclusive(h, None)
             self.exclusive_hosts.discard(a.host)
         if h.state is not HostState.DOWN:
             fence = self._fence_on_remove(a) if self.in_use else 0

@@ -110,9 +110,14 @@ class Giving(CyclePart):
         placed = 0
         add, grants = self.s.add, self.d.grants
         mine = self.granted_now.setdefault(req.id, [])
+        rid, leaf = req.id, req.consumer
+        if source[0] == "p" and not req.exclusive and len(picks) > 1:
+            mine.extend(self.s.add_picks(rs, g, picks, source))  # the same, the counts moved once
+            grants.extend([Grant(rid, leaf, g, host, slots, source) for host, slots in picks])
+            return sum(map(itemgetter(1), picks))
         for host, slots in picks:
             mine.append(add(rs, g, host, slots, source))
-            grants.append(Grant(req.id, req.consumer, g, host, slots, source))
+            grants.append(Grant(rid, leaf, g, host, slots, source))
             placed += slots
         return placed
 
