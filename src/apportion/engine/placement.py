@@ -10,8 +10,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, compress
-from operator import attrgetter
+from itertools import accumulate, compress, islice
 
 from apportion.engine.model import AllocationPolicy, Host, HostState, Request
 
@@ -55,6 +54,11 @@ class GroupIndex:
         # (a wide job on small hosts reads hundreds), set and cleared in place as a
         # host fills or gets room again
         self._open = bytearray(len(hosts))
+        # beside it, each host's name and free slots in that order, so that the open
+        # hosts' are read in bulk (``_stacked_wide``: itertools.compress); ``frees`` is
+        # right for every open host (change_free, _sync)
+        self.names = [h.host.name for h in hosts]
+        self.frees = [h.free for h in hosts]
         # the policy as plain flags: hot paths test them per host, and an enum
         # member costs a class lookup each time
         self.balanced = policy is AllocationPolicy.BALANCED
@@ -96,10 +100,12 @@ class GroupIndex:
 
     def _sync(self, h: HostLedger) -> None:
         """The host's place in the index after its state changed."""
+        r = h.ranks[h.groups.index(self)]
+        self.frees[r] = h.free
         if self.keyed_by_free:
             self._add(h)  # a closed host's key goes stale by itself
         else:
-            self._open[h.ranks[h.groups.index(self)]] = 1 if h.free > 0 and h.takes_work else 0
+            self._open[r] = 1 if h.free > 0 and h.takes_work else 0
 
     def _compact(self) -> None:
         """Drop the stale keys: what is left is one key per open host."""
@@ -171,18 +177,21 @@ def change_free(h: HostLedger, delta: int) -> None:
         return  # in no index: change_state puts it back
     if before > 0:
         if after > 0:  # open before and after
-            for g in h.groups:
+            for g, r in zip(h.groups, h.ranks):
                 g.open_free += delta
+                g.frees[r] = after
                 if g.keyed_by_free:
                     g._add(h)  # the old key goes stale
         else:  # fills: a key goes stale by itself
             for g, r in zip(h.groups, h.ranks):
                 g.open_free -= before
+                g.frees[r] = after
                 if not g.keyed_by_free:
                     g._open[r] = 0
     elif after > 0:  # gets room again
         for g, r in zip(h.groups, h.ranks):
             g.open_free += after
+            g.frees[r] = after
             if g.keyed_by_free:
                 g._add(h)
             else:
@@ -295,21 +304,17 @@ def _stacked_wide(group: GroupIndex, instances: int) -> list[tuple[str, int]]:
     is held exclusively: every open host takes what its free slots hold, in order, so
     the picks are the open hosts' free slots up to ``instances``, read in bulk (a wide
     job on small hosts spans hundreds)."""
-    opens = list(compress(group.hosts, group._open))
-    frees = list(map(_FREE, opens))
+    frees = list(compress(group.frees, group._open))
     cum = list(accumulate(frees))
     if not cum:
         return []
+    names = compress(group.names, group._open)
     if cum[-1] <= instances:
-        return list(zip(map(_NAME, opens), frees))
+        return list(zip(names, frees))
     k = bisect_left(cum, instances)  # the first host that makes them up
-    picks = list(zip(map(_NAME, opens[:k]), frees[:k]))
-    picks.append((opens[k].host.name, instances - (cum[k - 1] if k else 0)))
+    picks = list(zip(islice(names, k), frees))
+    picks.append((next(names), instances - (cum[k - 1] if k else 0)))
     return picks
-
-
-_FREE = attrgetter("free")
-_NAME = attrgetter("host.name")
 
 
 def choose_among(hosts: dict[str, HostLedger], group: GroupIndex, req: Request, consumer: str,
