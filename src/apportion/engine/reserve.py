@@ -183,7 +183,7 @@ def planned_start(s: ClusterState, g: str, short: int, free_now: int) -> tuple[f
         if rs is None or t0 is None or rs.spec.walltime is None or t0 + rs.spec.walltime != end:
             gone.append(item)  # ended (or started again): no longer running
             continue
-        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
+        n = rs.unmarked_in(g)
         if not n:
             continue
         freed += n

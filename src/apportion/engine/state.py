@@ -143,7 +143,7 @@ class Usage:
 
 
 class RequestState:
-    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "order")
+    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "order", "unmarked")
 
     def __init__(self, spec: Request, groups: tuple[str, ...]) -> None:
         self.spec = spec
@@ -154,6 +154,23 @@ class RequestState:
         self.max = spec.max
         self.seq = spec.seq
         self.order = 0  # when it was opened in this state: arrival order (ClusterState.wanting_of)
+        # (group, source) -> slots of its allocations there that no reclaim is taking:
+        # what a reservation counts on when it ends, what a reclaim spares if protected
+        # (reserve.planned_start, rigid.protected_held), with no walk over its allocations
+        self.unmarked: dict[tuple[str, str], int] = {}
+
+    def count_unmarked(self, group: str, source: str, slots: int) -> None:
+        """``unmarked`` moved by ``slots`` (an entry at 0 goes)."""
+        key = (group, source)
+        n = self.unmarked.get(key, 0) + slots
+        if n:
+            self.unmarked[key] = n
+        else:
+            del self.unmarked[key]
+
+    def unmarked_in(self, group: str) -> int:
+        """Slots of its allocations in ``group`` that no reclaim is taking."""
+        return sum(n for (g, _), n in self.unmarked.items() if g == group)
 
     @property
     def unmet(self) -> int:
@@ -651,6 +668,7 @@ class ClusterState:
         if sums:
             self._count_removed(rs, sums)
         rs.allocs.clear()
+        rs.unmarked.clear()
 
     def _count_removed(self, rs: RequestState, sums: dict[tuple[str, str], int]) -> None:
         """What ``remove`` does to the counts for share-pool slots of ``rs`` taken off
@@ -681,6 +699,7 @@ class ClusterState:
             self.changed.add(aid)
         self.by_host[host][aid] = a
         rs.allocs[aid] = a
+        rs.count_unmarked(group, source, slots)
         self._held_grows(rs, slots)
         h = self.take_on_host(host, leaf, slots)
         if spec.exclusive:
@@ -750,6 +769,7 @@ class ClusterState:
         self._next_id = aid
         if not total:
             return out
+        rs.count_unmarked(group, source, total)
         self._held_grows(rs, total)  # the sum of each step's move: held only grows
         self._pool_counts(leaf, group, source, total)
         st = self.subtree_held[group]
@@ -872,7 +892,8 @@ class ClusterState:
         self.reclaiming.pop(a.id, None)
         rs = self.requests.get(a.request)
         if rs is not None:
-            rs.allocs.pop(a.id, None)
+            if rs.allocs.pop(a.id, None) is not None and a.reclaim is None:
+                rs.count_unmarked(a.group, a.source, -a.slots)
             self._held_by(rs, -a.slots)
         h = self.hosts[a.host]
         h.users[a.consumer] -= a.slots
@@ -1007,7 +1028,11 @@ class ClusterState:
         if self.changed is not None:
             self.changed.add(a.id)
         self._count(a, -1)
+        if a.reclaim is None:
+            self._unmarked_moves(a, -1)
         a.source = source
+        if a.reclaim is None:
+            self._unmarked_moves(a, +1)
         self._count(a, +1)
 
     def mark(self, a: Allocation, slots: int, mark: PendingReclaim) -> Allocation:
@@ -1022,6 +1047,7 @@ class ClusterState:
             del self.by_source[key][a.id]
             self._on_host(key, a.host, -a.slots)
             a.reclaim = mark
+            self._unmarked_moves(a, -1)
             self._count_marked(a, a.slots)  # marks the holder touched
         else:
             self._count(a, -1)
@@ -1036,9 +1062,17 @@ class ClusterState:
         if self.changed is not None:
             self.changed.add(a.id)
         self._count(a, -1)
+        if a.reclaim is not None:
+            self._unmarked_moves(a, +1)
         a.reclaim = None
         self._count(a, +1)
         self.reclaiming.pop(a.id, None)
+
+    def _unmarked_moves(self, a: Allocation, sign: int) -> None:
+        """``a`` joins (+1) or leaves (-1) its request's ``unmarked`` slots."""
+        rs = self.requests.get(a.request)
+        if rs is not None and a.id in rs.allocs:
+            rs.count_unmarked(a.group, a.source, sign * a.slots)
 
     def of_source(self, leaf: str, group: str, source: str) -> Iterable[Allocation]:
         """What ``leaf`` holds from ``source`` in ``group`` and is not being reclaimed."""
