@@ -743,7 +743,7 @@ class ClusterState:
         spec = rs.spec
         leaf, rid = spec.consumer, spec.id
         allocs, by_host, mine, changed = self.allocs, self.by_host, rs.allocs, self.changed
-        take = self.take_on_host
+        ledgers, with_free = self.hosts, self._with_free  # settled once: nothing here defers
         skey = (leaf, group, source)
         index = self.by_source.get(skey)
         if index is None:
@@ -759,7 +759,12 @@ class ClusterState:
                 changed.add(aid)
             by_host[host][aid] = a
             mine[aid] = a
-            take(host, leaf, slots)
+            h = ledgers[host]  # take_on_host, written out
+            change_free(h, -slots)
+            if h.free <= 0:
+                with_free.discard(host)
+            users = h.users
+            users[leaf] = users.get(leaf, 0) + slots
             index[aid] = a
             if on_host is not None:
                 on_host(skey, host, slots)
