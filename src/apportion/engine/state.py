@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from itertools import compress
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,15 +178,41 @@ class RequestState:
         return max(0, self.max - self.held)
 
 
+class OpenHosts:
+    """The picks of a request given every free slot of a group's open hosts, one slot an
+    instance (Cycle._give): [(host, its free slots)] in the group's order, read when
+    first asked from a copy of the group's books taken then, as that is cheaper than
+    the picks (a wide request held back every cycle, where nothing asks)."""
+
+    __slots__ = ("_names", "_frees", "_open", "_picks")
+
+    def __init__(self, group: GroupIndex) -> None:
+        self._names = group.names  # never changes
+        self._frees = group.frees.copy()
+        self._open = bytes(group._open)
+        self._picks: list[tuple[str, int]] | None = None
+
+    def picks(self) -> list[tuple[str, int]]:
+        if self._picks is None:
+            self._picks = list(zip(compress(self._names, self._open), compress(self._frees, self._open)))
+        return self._picks
+
+    def __iter__(self):
+        return iter(self.picks())
+
+    def __len__(self) -> int:
+        return self._open.count(1)
+
+
 class HeldSlots:
     """Slots a cycle held back for a request (Cycle._hold_back) in one go: its picks
-    [(host, slots)], with the allocation ids they used up (from ``first``, one a pick)
-    and their places among the cycle's grants (from ``at``). ``on_hosts``: taken on
-    their hosts yet (``ClusterState.hold_on_hosts``)."""
+    [(host, slots)] (a list, or ``OpenHosts``), with the allocation ids they used up
+    (from ``first``, one a pick) and their places among the cycle's grants (from
+    ``at``). ``on_hosts``: taken on their hosts yet (``ClusterState.hold_on_hosts``)."""
 
     __slots__ = ("group", "picks", "source", "first", "at", "placed", "leaf", "on_hosts")
 
-    def __init__(self, group: str, picks: list[tuple[str, int]], source: str, first: int, at: int,
+    def __init__(self, group: str, picks: list[tuple[str, int]] | OpenHosts, source: str, first: int, at: int,
                  placed: int, leaf: str) -> None:
         self.group = group
         self.picks = picks

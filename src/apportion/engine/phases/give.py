@@ -15,7 +15,7 @@ from apportion.engine.model import Request
 from apportion.engine.phases.base import HELD, INF, CyclePart
 from apportion.engine.phases.view import GroupView
 from apportion.engine.placement import choose_among, choose_hosts
-from apportion.engine.state import OWN, HeldSlots, RequestState
+from apportion.engine.state import OWN, HeldSlots, OpenHosts, RequestState
 
 
 class Giving(CyclePart):
@@ -59,6 +59,7 @@ class Giving(CyclePart):
         s = self.s
         hosts, group = s.hosts, s.groups[g]
         place = self._place
+        holding = False
         log = self._pick_log
         if log is not None:
             place = self._logged(place, log)
@@ -70,7 +71,21 @@ class Giving(CyclePart):
             # after it), so it is counted, and made into allocations and grants only if
             # such a later grant comes (_materialise)
             place = self._hold_back if log is None else self._logged(self._hold_back, log)
+            holding = True
         owned_hosts = self.views[g].gp.owned_hosts
+        if holding and not owned_hosts and inst >= group.open_free > 0 and req.order == 1 \
+                and req.requirement is None and group.alone and not group.keyed_by_free and not group.exclusive \
+                and not group.exclusive_on:
+            # held back, and given every open slot of the group: the picks are the open
+            # hosts whole (placement._stacked_wide), read only if something asks
+            picks = OpenHosts(group)
+            if log is not None:
+                log.append(picks)
+            placed = self._hold_back(rs, g, picks, source, group.open_free)
+            self.want[req.consumer] -= placed
+            if placed < wanted:
+                self._note_stuck(req.consumer, g)
+            return placed
         if owned_hosts:
             # owned hosts first: the consumer's own for its own slots, the lender's for
             # lent ones, the parent's for its private pool's
@@ -121,7 +136,8 @@ class Giving(CyclePart):
             placed += slots
         return placed
 
-    def _hold_back(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+    def _hold_back(self, rs: RequestState, g: str, picks: list[tuple[str, int]] | OpenHosts, source: str,
+                   placed: int | None = None) -> int:
         """``_place`` for a request phase 8 will take back (``_give``): every count that
         ``ClusterState.add`` moves and a later phase reads (the request's and the
         leaf's, the pool's, the hosts'), moved alike; allocation ids are used up alike.
@@ -136,7 +152,8 @@ class Giving(CyclePart):
         s = self.s
         leaf = rs.spec.consumer
         n = len(picks)
-        placed = sum(map(itemgetter(1), picks))
+        if placed is None:
+            placed = sum(map(itemgetter(1), picks))
         grants = self.d.grants
         held = HeldSlots(g, picks, source, s.use_ids(n), len(grants), placed, leaf)
         grants.extend(repeat(HELD, n))  # their places among the grants, should they become ones
