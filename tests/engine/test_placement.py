@@ -6,7 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apportion.engine import AllocationPolicy, Host, HostState, Request
-from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state, choose_hosts, fits
+from apportion.engine.placement import (GroupIndex, HostLedger, change_free, change_state, choose_hosts, fits,
+                                        set_exclusive)
 
 from .builders import Sim, make_plan
 
@@ -181,17 +182,24 @@ def test_group_index_lists_open_hosts_in_policy_order(policy, moves):
 
 @given(frees=st.lists(st.integers(0, 8), min_size=1, max_size=12),
        held_by=st.lists(st.sampled_from([None, None, "r", "x"]), min_size=12, max_size=12),
-       closed=st.sets(st.integers(0, 11)), order=st.integers(1, 3), instances=st.integers(1, 30))
-def test_stacked_choice_fills_the_open_hosts_in_order(frees, held_by, closed, order, instances):
+       closed=st.sets(st.integers(0, 11)), order=st.integers(1, 3), instances=st.integers(1, 30),
+       wide=st.booleans(), exclusive=st.booleans())
+def test_stacked_choice_fills_the_open_hosts_in_order(frees, held_by, closed, order, instances, wide, exclusive):
     """``choose_hosts`` in a stacked group (read straight off the index) takes, host by
     host in the group's order, as many whole instances as each open host may take
-    (``fits``), until it has them all."""
+    (``fits``), until it has them all; so does its bulk read for wide requests
+    (``wide``: every request counts as wide, ``placement._WIDE``), which only a group
+    where no host is held exclusively takes (``exclusive``: some may be)."""
+    import pytest
+
+    from apportion.engine import placement
+
     hosts = {f"h{i}": HostLedger(Host(f"h{i}", 8), i) for i in range(len(frees))}
     ledgers = list(hosts.values())
     g = GroupIndex("RG", AllocationPolicy.STACKED, ledgers)
     for h, free, owner in zip(ledgers, frees, held_by):
         change_free(h, free - h.free)
-        h.exclusive_for = owner
+        set_exclusive(h, owner if exclusive else None)
         if h.position in closed:
             change_state(h, HostState.CLOSED)
     req = Request("r", "/A", max=instances * order, order=order)
@@ -203,4 +211,8 @@ def test_stacked_choice_fills_the_open_hosts_in_order(frees, held_by, closed, or
             left -= n
         if not left:
             break
-    assert choose_hosts(hosts, g, req, "/A", instances) == want
+    with pytest.MonkeyPatch.context() as mp:
+        if wide:
+            mp.setattr(placement, "_WIDE", 0)
+        assert choose_hosts(hosts, g, req, "/A", instances) == want
+    assert g.exclusive_on == sum(1 for h in ledgers if h.exclusive_for is not None)

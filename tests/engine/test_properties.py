@@ -129,6 +129,12 @@ def check_invariants(e: Engine) -> None:
     for g, gi in s.groups.items():
         assert gi.open_free == sum(h.free for h in gi.hosts if h.takes_work and h.free > 0), \
             f"{g}: open free slots out of step"
+    for rid, rs in s.requests.items():
+        unmarked: dict[tuple[str, str], int] = {}
+        for a in rs.allocs.values():
+            if a.reclaim is None:
+                unmarked[(a.group, a.source)] = unmarked.get((a.group, a.source), 0) + a.slots
+        assert rs.unmarked == unmarked, f"{rid}: unmarked slots out of step"
     for leaf, marked in s.reclaim_for.items():
         if leaf in s.consumers:
             assert s.incoming.get(leaf, 0) == sum(a.slots for a in marked.values()), f"{leaf}: incoming out of step"

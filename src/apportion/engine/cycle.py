@@ -70,10 +70,11 @@ class Cycle(Removals, Views, OwnSlots, SharePools, Borrowing, Reclaims, Surplus,
         self.want: dict[str, int] = {}  # leaf -> slots it still wants this cycle
         self.granted_now: dict[str, list] = {}  # request -> allocations granted this cycle
         # request -> slots placed this cycle for a request that cannot reach its min
-        # (see _give): [(group, host, slots, source, allocation id)], counted like
+        # (see _give): [HeldSlots (state.py)], counted like
         # allocations but never made into one, as phase 8 takes them back anyway
         self.held_back: dict[str, list] = {}
         self._hold_back_ok = False  # the serving phases where that is exact (_give)
+        self._pick_log: list | None = None  # where _give notes its picks (reserve.keep)
         self._held_back_keys: set[tuple[str, str, str]] = set()  # (leaf, group, source) of those
         self._excess_cache: dict[tuple[str, str], dict[str, int]] = {}
         self._victim_lists: dict[tuple[str, str], list] = {}

@@ -8,7 +8,9 @@ index), so overlapping groups can never hand out the same slot twice.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from itertools import accumulate, compress, islice
 
 from apportion.engine.model import AllocationPolicy, Host, HostState, Request
 
@@ -52,6 +54,11 @@ class GroupIndex:
         # (a wide job on small hosts reads hundreds), set and cleared in place as a
         # host fills or gets room again
         self._open = bytearray(len(hosts))
+        # beside it, each host's name and free slots in that order, so that the open
+        # hosts' are read in bulk (``_stacked_wide``: itertools.compress); ``frees`` is
+        # right for every open host (change_free, _sync)
+        self.names = [h.host.name for h in hosts]
+        self.frees = [h.free for h in hosts]
         # the policy as plain flags: hot paths test them per host, and an enum
         # member costs a class lookup each time
         self.balanced = policy is AllocationPolicy.BALANCED
@@ -65,6 +72,10 @@ class GroupIndex:
         # here (Cycle._give: a request that cannot reach its min even with all of them)
         self.open_free = 0
         self.not_taking: dict[str, HostLedger] = {}  # closed or unavailable hosts
+        # whether no other group holds any of its hosts (set by ClusterState): slots
+        # held back here move this group's counts alone (ClusterState.hold_on_hosts)
+        self.alone = False
+        self.exclusive_on = 0  # its hosts a request holds exclusively (set_exclusive)
         for i, h in enumerate(hosts):
             h.groups.append(self)
             h.ranks.append(i)
@@ -89,10 +100,12 @@ class GroupIndex:
 
     def _sync(self, h: HostLedger) -> None:
         """The host's place in the index after its state changed."""
+        r = h.ranks[h.groups.index(self)]
+        self.frees[r] = h.free
         if self.keyed_by_free:
             self._add(h)  # a closed host's key goes stale by itself
         else:
-            self._open[h.ranks[h.groups.index(self)]] = 1 if h.free > 0 and h.takes_work else 0
+            self._open[r] = 1 if h.free > 0 and h.takes_work else 0
 
     def _compact(self) -> None:
         """Drop the stale keys: what is left is one key per open host."""
@@ -164,22 +177,34 @@ def change_free(h: HostLedger, delta: int) -> None:
         return  # in no index: change_state puts it back
     if before > 0:
         if after > 0:  # open before and after
-            for g in h.groups:
+            for g, r in zip(h.groups, h.ranks):
                 g.open_free += delta
+                g.frees[r] = after
                 if g.keyed_by_free:
                     g._add(h)  # the old key goes stale
         else:  # fills: a key goes stale by itself
             for g, r in zip(h.groups, h.ranks):
                 g.open_free -= before
+                g.frees[r] = after
                 if not g.keyed_by_free:
                     g._open[r] = 0
     elif after > 0:  # gets room again
         for g, r in zip(h.groups, h.ranks):
             g.open_free += after
+            g.frees[r] = after
             if g.keyed_by_free:
                 g._add(h)
             else:
                 g._open[r] = 1
+
+
+def set_exclusive(h: HostLedger, request: str | None) -> None:
+    """The request holding the host exclusively (None: none), counted in its groups."""
+    if (h.exclusive_for is None) != (request is None):
+        d = 1 if request is not None else -1
+        for g in h.groups:
+            g.exclusive_on += d
+    h.exclusive_for = request
 
 
 def change_state(h: HostLedger, state: HostState) -> None:
@@ -251,6 +276,8 @@ def _stacked(group: GroupIndex, req: Request, instances: int) -> list[tuple[str,
     group: the open hosts in order, each taking what its free slots hold, read straight
     off the group's index (``fits`` written out: an open host takes work and has room)."""
     order, rid = req.order, req.id
+    if order == 1 and instances > _WIDE and not group.exclusive_on:
+        return _stacked_wide(group, instances)
     hosts, find = group.hosts, group._open.find
     picks: list[tuple[str, int]] = []
     left = instances
@@ -266,6 +293,27 @@ def _stacked(group: GroupIndex, req: Request, instances: int) -> list[tuple[str,
             picks.append((h.host.name, n * order))
             left -= n
         r = find(1, r + 1)
+    return picks
+
+
+_WIDE = 32  # instances from which _stacked_wide reads the group's index at once
+
+
+def _stacked_wide(group: GroupIndex, instances: int) -> list[tuple[str, int]]:
+    """``_stacked`` for a wide request of one slot an instance where no host of the group
+    is held exclusively: every open host takes what its free slots hold, in order, so
+    the picks are the open hosts' free slots up to ``instances``, read in bulk (a wide
+    job on small hosts spans hundreds)."""
+    frees = list(compress(group.frees, group._open))
+    cum = list(accumulate(frees))
+    if not cum:
+        return []
+    names = compress(group.names, group._open)
+    if cum[-1] <= instances:
+        return list(zip(names, frees))
+    k = bisect_left(cum, instances)  # the first host that makes them up
+    picks = list(zip(islice(names, k), frees))
+    picks.append((next(names), instances - (cum[k - 1] if k else 0)))
     return picks
 
 

@@ -54,9 +54,28 @@ class Reservation:
     group: str
     min: int
     held: int  # what the request holds (before this cycle's kept slots)
-    kept: dict[str, int] = field(default_factory=dict)  # host -> slots kept for it this cycle
     planned_start: float | None = None  # None: unknown (running work without a walltime)
     extra: int = 0  # slots free at the planned start beyond what it needs (EASY's "extra nodes")
+    # the picks [(host, slots)] of what was kept for it this cycle (``keep``), made into
+    # ``kept`` only when read (a wide request on small hosts keeps on hundreds each cycle)
+    picks: list[list[tuple[str, int]]] = field(default_factory=list, repr=False)
+    _kept: dict[str, int] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def kept(self) -> dict[str, int]:
+        """Host -> slots kept for it this cycle."""
+        if self._kept is None:
+            out: dict[str, int] = {}
+            for picks in self.picks:
+                for host, n in picks:
+                    out[host] = out.get(host, 0) + n
+            self._kept = out
+        return self._kept
+
+    @property
+    def keeps(self) -> bool:
+        """Whether any slot is kept for it (``kept`` not empty)."""
+        return any(self.picks)
 
     @property
     def kept_slots(self) -> int:
@@ -180,7 +199,7 @@ def planned_start(s: ClusterState, g: str, short: int, free_now: int) -> tuple[f
         if rs is None or t0 is None or rs.spec.walltime is None or t0 + rs.spec.walltime != end:
             gone.append(item)  # ended (or started again): no longer running
             continue
-        n = sum(a.slots for a in rs.allocs.values() if a.group == g and a.reclaim is None)
+        n = rs.unmarked_in(g)
         if not n:
             continue
         freed += n
@@ -204,7 +223,9 @@ def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
     v = c.views[g]
     room = c._below_max(leaf, g, v)
     order = rs.spec.order
-    before = _on_hosts(c, rs)
+    # what it is given here, held back or granted, host by host: what is kept for it
+    # (a grant that makes earlier slots held back allocations moves nothing on a host)
+    c._pick_log = res.picks
     c._hold_back_ok = True
     try:
         for owner, idle in pool_idle(c, leaf, g):
@@ -219,8 +240,7 @@ def keep(c, g: str, rs: RequestState, owed: int) -> Reservation:
                 break
     finally:
         c._hold_back_ok = False
-    after = _on_hosts(c, rs)
-    res.kept = {h: n - before.get(h, 0) for h, n in after.items() if n > before.get(h, 0)}
+        c._pick_log = None
     return res
 
 
@@ -266,16 +286,6 @@ def run(c, freed: list[tuple[str, str, int]]) -> None:
             s.reservations[g] = res
 
 
-def _on_hosts(c, rs: RequestState) -> dict[str, int]:
-    """Host -> what ``rs`` holds there, slots held back this cycle included."""
-    out: dict[str, int] = {}
-    for a in rs.allocs.values():
-        out[a.host] = out.get(a.host, 0) + a.slots
-    for _, host, slots, *_ in c.held_back.get(rs.spec.id, ()):
-        out[host] = out.get(host, 0) + slots
-    return out
-
-
 def absorbs(c, rs: RequestState) -> bool:
     """For QuietRecord: whether a request that came after a cycle that decided
     nothing leaves the reservations as they were: it has no walltime where a
@@ -285,7 +295,7 @@ def absorbs(c, rs: RequestState) -> bool:
     if rs.spec.walltime is not None and c.reserved:
         return False
     if rs.min <= 0:  # elastic: it could run on slots kept for a reservation
-        return not any(r.kept for g, r in c.s.reservations.items() if g in rs.groups)
+        return not any(r.keeps for g, r in c.s.reservations.items() if g in rs.groups)
     if rs.min <= rs.spec.order:
         return True  # a min of one instance: never a reservation
     leaf = rs.spec.consumer

@@ -237,9 +237,10 @@ def protected_held(s, g: str, src: str) -> dict[str, int]:
         rs = requests.get(rid)
         if rs is None:
             continue
-        for a in rs.allocs.values():
-            if a.group == g and a.source == src and a.reclaim is None:
-                out[a.consumer] = out.get(a.consumer, 0) + a.slots
+        n = rs.unmarked.get((g, src))
+        if n:
+            leaf = rs.spec.consumer
+            out[leaf] = out.get(leaf, 0) + n
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from itertools import compress
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from sortedcontainers import SortedDict
 from apportion.engine.decisions import Removal
 from apportion.engine.index import UNSET, GroupPlan
 from apportion.engine.model import ROOT, Consumer, HostState, Plan, Request
-from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state
+from apportion.engine.placement import GroupIndex, HostLedger, change_free, change_state, set_exclusive
 
 OWN = "own"
 # why a reservation that is ready reclaims the work on its slots (engine/backfill.py)
@@ -145,7 +146,7 @@ class Usage:
 
 
 class RequestState:
-    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "order")
+    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "order", "unmarked")
 
     def __init__(self, spec: Request, groups: tuple[str, ...]) -> None:
         self.spec = spec
@@ -156,24 +157,93 @@ class RequestState:
         self.max = spec.max
         self.seq = spec.seq
         self.order = 0  # when it was opened in this state: arrival order (ClusterState.wanting_of)
+        # (group, source) -> slots of its allocations there that no reclaim is taking:
+        # what a reservation counts on when it ends, what a reclaim spares if protected
+        # (reserve.planned_start, rigid.protected_held), with no walk over its allocations
+        self.unmarked: dict[tuple[str, str], int] = {}
+
+    def count_unmarked(self, group: str, source: str, slots: int) -> None:
+        """``unmarked`` moved by ``slots`` (an entry at 0 goes)."""
+        key = (group, source)
+        n = self.unmarked.get(key, 0) + slots
+        if n:
+            self.unmarked[key] = n
+        else:
+            del self.unmarked[key]
+
+    def unmarked_in(self, group: str) -> int:
+        """Slots of its allocations in ``group`` that no reclaim is taking."""
+        return sum(n for (g, _), n in self.unmarked.items() if g == group)
 
     @property
     def unmet(self) -> int:
         return max(0, self.max - self.held)
 
 
+class OpenHosts:
+    """The picks of a request given every free slot of a group's open hosts, one slot an
+    instance (Cycle._give): [(host, its free slots)] in the group's order, read when
+    first asked from a copy of the group's books taken then, as that is cheaper than
+    the picks (a wide request held back every cycle, where nothing asks)."""
+
+    __slots__ = ("_names", "_frees", "_open", "_picks")
+
+    def __init__(self, group: GroupIndex) -> None:
+        self._names = group.names  # never changes
+        self._frees = group.frees.copy()
+        self._open = bytes(group._open)
+        self._picks: list[tuple[str, int]] | None = None
+
+    def picks(self) -> list[tuple[str, int]]:
+        if self._picks is None:
+            self._picks = list(zip(compress(self._names, self._open), compress(self._frees, self._open)))
+        return self._picks
+
+    def __iter__(self):
+        return iter(self.picks())
+
+    def __len__(self) -> int:
+        return self._open.count(1)
+
+
+class HeldSlots:
+    """Slots a cycle held back for a request (Cycle._hold_back) in one go: its picks
+    [(host, slots)] (a list, or ``OpenHosts``), with the allocation ids they used up
+    (from ``first``, one a pick) and their places among the cycle's grants (from
+    ``at``). ``on_hosts``: taken on their hosts yet (``ClusterState.hold_on_hosts``)."""
+
+    __slots__ = ("group", "picks", "source", "first", "at", "placed", "leaf", "on_hosts")
+
+    def __init__(self, group: str, picks: list[tuple[str, int]] | OpenHosts, source: str, first: int, at: int,
+                 placed: int, leaf: str) -> None:
+        self.group = group
+        self.picks = picks
+        self.source = source
+        self.first = first
+        self.at = at
+        self.placed = placed
+        self.leaf = leaf
+        self.on_hosts = False
+
+
 class ClusterState:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self.consumers: dict[str, Consumer] = plan.consumer_map()
-        self.hosts: dict[str, HostLedger] = {
+        # the host ledgers, read through ``hosts``: slots a cycle holds back on hosts
+        # only one group holds may be left off them until something reads or moves a
+        # host (``hold_on_hosts``, ``settle``)
+        self._ledgers: dict[str, HostLedger] = {
             h.name: HostLedger(h, i) for i, h in enumerate(plan.hosts)
         }
+        self.deferred: list[HeldSlots] = []
         self.group_names: list[str] = [g.name for g in plan.groups]
         self.groups: dict[str, GroupIndex] = {
-            g.name: GroupIndex(g.name, g.allocation_policy, [self.hosts[n] for n in g.hosts])
+            g.name: GroupIndex(g.name, g.allocation_policy, [self._ledgers[n] for n in g.hosts])
             for g in plan.groups
         }
+        for gi in self.groups.values():
+            gi.alone = all(len(h.groups) == 1 for h in gi.hosts)
         self.requests: dict[str, RequestState] = {}
         self.requests_of: dict[str, dict[str, RequestState]] = {}  # leaf -> its open requests, in arrival order
         # leaf -> its open requests that still want slots (held < max), in arrival order: what
@@ -192,7 +262,7 @@ class ClusterState:
         # them), kept up to date from then on
         self.source_hosts: dict[tuple[str, str, str], dict[str, int]] = _SourceHosts(self)
         self.source_multi: dict[tuple[str, str, str], set[str]] = {}  # hosts where it holds 2 or more
-        self.with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot
+        self._with_free: set[str] = {n for n, h in self.hosts.items() if h.free > 0}  # hosts with a free slot (``with_free``)
         # beneficiary -> allocations being reclaimed for it
         self.reclaim_for: dict[str, dict[int, Allocation]] = {}
         self.usage_in: dict[str, dict[str, Usage]] = {g: {} for g in self.group_names}  # group -> leaf -> books
@@ -271,6 +341,58 @@ class ClusterState:
         self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
         self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)
         self.debt_at: float | None = None  # the time the debts stand at
+
+    @property
+    def hosts(self) -> dict[str, HostLedger]:
+        """Host name -> its ledger, with every slot held back on it (``settle``)."""
+        if self.deferred:
+            self.settle()
+        return self._ledgers
+
+    @property
+    def with_free(self) -> set[str]:
+        """The hosts with a free slot, slots held back taken (``settle``)."""
+        if self.deferred:
+            self.settle()
+        return self._with_free
+
+    def hold_on_hosts(self, held: HeldSlots) -> None:
+        """Slots a cycle holds back (Cycle._hold_back) taken on their hosts. Where only
+        their group holds those hosts, only its count of open slots moves now: phase 8
+        mostly gives them back before anything reads a host, and then no host moved
+        (a reservation's wide request keeps every idle slot each cycle, host by host).
+        Anything that reads or moves a host first takes them there (``settle``)."""
+        group = self.groups[held.group]
+        if group.alone:
+            if self.deferred:
+                self.settle()
+            group.open_free -= held.placed
+            self.deferred.append(held)
+            return
+        for host, slots in held.picks:
+            self.take_on_host(host, held.leaf, slots)
+        held.on_hosts = True
+
+    def settle(self) -> None:
+        """The slots held back and not yet on their hosts (``hold_on_hosts``) taken there,
+        in the order they were held back, as if taken then: nothing moved a host since."""
+        deferred, self.deferred = self.deferred, []
+        for held in deferred:
+            self.groups[held.group].open_free += held.placed
+            for host, slots in held.picks:
+                self.take_on_host(host, held.leaf, slots)
+            held.on_hosts = True
+
+    def unhold_on_hosts(self, held: HeldSlots) -> None:
+        """``hold_on_hosts`` undone: the slots come off their hosts, or, never taken there,
+        out of the group's count alone."""
+        if not held.on_hosts:
+            self.deferred.remove(held)
+            self.groups[held.group].open_free += held.placed
+            return
+        for host, slots in held.picks:
+            self.give_on_host(host, held.leaf, slots)
+        held.on_hosts = False
 
     def memo(self, key: tuple, compute):
         """Pure results (a pool's division for given needs) kept between cycles: most
@@ -569,7 +691,7 @@ class ClusterState:
             else:
                 del users[leaf]
             if h.exclusive_for == rid and not any(x.request == rid for x in here.values()):
-                h.exclusive_for = None
+                set_exclusive(h, None)
                 self.exclusive_hosts.discard(host)
             if h.takes_work or h.state is not HostState.DOWN:
                 change_free(h, slots)
@@ -580,6 +702,7 @@ class ClusterState:
         if sums:
             self._count_removed(rs, sums)
         rs.allocs.clear()
+        rs.unmarked.clear()
 
     def _count_removed(self, rs: RequestState, sums: dict[tuple[str, str], int]) -> None:
         """What ``remove`` does to the counts for share-pool slots of ``rs`` taken off
@@ -610,18 +733,11 @@ class ClusterState:
             self.changed.add(aid)
         self.by_host[host][aid] = a
         rs.allocs[aid] = a
-        # _held_by: held only grows here, so the request leaves the wanting book at most
-        before = rs.max - rs.held
-        rs.held += slots
-        if before > 0:
-            after = rs.max - rs.held
-            if after <= 0:
-                self._wanting(rs, False)
-                after = 0
-            self._unmet_delta(rs, after - before)
+        rs.count_unmarked(group, source, slots)
+        self._held_grows(rs, slots)
         h = self.take_on_host(host, leaf, slots)
         if spec.exclusive:
-            h.exclusive_for = spec.id
+            set_exclusive(h, spec.id)
             self.exclusive_hosts.add(host)
         if source[0] == "p":  # a share pool's: the common case, counted here
             self._pool_counts(leaf, group, source, slots)
@@ -638,6 +754,67 @@ class ClusterState:
         for p in self.chain[leaf]:
             st[p] = st.get(p, 0) + slots
         return a
+
+    def _held_grows(self, rs: RequestState, slots: int) -> None:
+        """``_held_by`` for slots added (``add``): held only grows here, so the request
+        leaves the wanting book at most."""
+        before = rs.max - rs.held
+        rs.held += slots
+        if before > 0:
+            after = rs.max - rs.held
+            if after <= 0:
+                self._wanting(rs, False)
+                after = 0
+            self._unmet_delta(rs, after - before)
+
+    def add_picks(self, rs: RequestState, group: str, picks: list[tuple[str, int]], source: str) -> list[Allocation]:
+        """``add`` for each of ``picks`` [(host, slots)] in turn, of a share pool's slots
+        (``source``) for a request that holds no host exclusively: what moves per host
+        (the allocation, its books, the host) moved per host, what moves by the sum
+        (the request's, the leaf's, the pool's and the subtrees' counts) moved once,
+        each count ending where ``add`` after ``add`` would leave it."""
+        assert source[0] == "p" and not rs.spec.exclusive
+        spec = rs.spec
+        leaf, rid = spec.consumer, spec.id
+        allocs, by_host, mine, changed = self.allocs, self.by_host, rs.allocs, self.changed
+        ledgers, with_free = self.hosts, self._with_free  # settled once: nothing here defers
+        skey = (leaf, group, source)
+        index = self.by_source.get(skey)
+        if index is None:
+            index = self.by_source[skey] = {}
+        on_host = self._on_host if skey in self.source_hosts else None
+        out = []
+        aid = self._next_id
+        total = 0
+        for host, slots in picks:
+            a = Allocation(aid, rid, leaf, group, host, slots, source)
+            allocs[aid] = a
+            if changed is not None:
+                changed.add(aid)
+            by_host[host][aid] = a
+            mine[aid] = a
+            h = ledgers[host]  # take_on_host, written out
+            change_free(h, -slots)
+            if h.free <= 0:
+                with_free.discard(host)
+            users = h.users
+            users[leaf] = users.get(leaf, 0) + slots
+            index[aid] = a
+            if on_host is not None:
+                on_host(skey, host, slots)
+            out.append(a)
+            aid += 1
+            total += slots
+        self._next_id = aid
+        if not total:
+            return out
+        rs.count_unmarked(group, source, total)
+        self._held_grows(rs, total)  # the sum of each step's move: held only grows
+        self._pool_counts(leaf, group, source, total)
+        st = self.subtree_held[group]
+        for p in self.chain[leaf]:
+            st[p] = st.get(p, 0) + total
+        return out
 
     def add_as(self, aid: int, rs: RequestState, group: str, host: str, slots: int, source: str) -> Allocation:
         """``add`` with an id used up earlier (``use_id``), placed in every book by its id:
@@ -702,6 +879,14 @@ class ClusterState:
             self.changed.add(aid)
         return aid
 
+    def use_ids(self, n: int) -> int:
+        """``n`` ids used up as ``use_id`` uses one each; the first of them."""
+        first = self._next_id
+        self._next_id = first + n
+        if self.changed is not None:
+            self.changed.update(range(first, first + n))
+        return first
+
     def count_held(self, rs: RequestState, group: str, source: str, slots: int) -> None:
         """What ``add`` (``slots`` > 0) or ``remove`` (< 0) of share-pool slots of
         ``rs`` in ``group`` does to the counts, without an allocation: for slots a
@@ -746,14 +931,15 @@ class ClusterState:
         self.reclaiming.pop(a.id, None)
         rs = self.requests.get(a.request)
         if rs is not None:
-            rs.allocs.pop(a.id, None)
+            if rs.allocs.pop(a.id, None) is not None and a.reclaim is None:
+                rs.count_unmarked(a.group, a.source, -a.slots)
             self._held_by(rs, -a.slots)
         h = self.hosts[a.host]
         h.users[a.consumer] -= a.slots
         if not h.users[a.consumer]:
             del h.users[a.consumer]
         if h.exclusive_for == a.request and not any(x.request == a.request for x in self.by_host[a.host].values()):
-            h.exclusive_for = None
+            set_exclusive(h, None)
             self.exclusive_hosts.discard(a.host)
         if h.state is not HostState.DOWN:
             fence = self._fence_on_remove(a) if self.in_use else 0
@@ -889,7 +1075,11 @@ class ClusterState:
         if self.changed is not None:
             self.changed.add(a.id)
         self._count(a, -1)
+        if a.reclaim is None:
+            self._unmarked_moves(a, -1)
         a.source = source
+        if a.reclaim is None:
+            self._unmarked_moves(a, +1)
         self._count(a, +1)
 
     def mark(self, a: Allocation, slots: int, mark: PendingReclaim) -> Allocation:
@@ -904,6 +1094,7 @@ class ClusterState:
             del self.by_source[key][a.id]
             self._on_host(key, a.host, -a.slots)
             a.reclaim = mark
+            self._unmarked_moves(a, -1)
             self._count_marked(a, a.slots)  # marks the holder touched
         else:
             self._count(a, -1)
@@ -918,9 +1109,17 @@ class ClusterState:
         if self.changed is not None:
             self.changed.add(a.id)
         self._count(a, -1)
+        if a.reclaim is not None:
+            self._unmarked_moves(a, +1)
         a.reclaim = None
         self._count(a, +1)
         self.reclaiming.pop(a.id, None)
+
+    def _unmarked_moves(self, a: Allocation, sign: int) -> None:
+        """``a`` joins (+1) or leaves (-1) its request's ``unmarked`` slots."""
+        rs = self.requests.get(a.request)
+        if rs is not None and a.id in rs.allocs:
+            rs.count_unmarked(a.group, a.source, sign * a.slots)
 
     def of_source(self, leaf: str, group: str, source: str) -> Iterable[Allocation]:
         """What ``leaf`` holds from ``source`` in ``group`` and is not being reclaimed."""

@@ -41,6 +41,7 @@ class CyclePart:
     granted_now: dict[str, list]
     held_back: dict[str, list]
     _hold_back_ok: bool
+    _pick_log: list | None
     _held_back_keys: set[tuple[str, str, str]]
     _excess_cache: dict[tuple[str, str], dict[str, int]]
     _victim_lists: dict[tuple[str, str], list]

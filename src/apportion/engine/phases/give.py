@@ -7,14 +7,15 @@ request in arrival order, group by group (``_serve``, ``_walk``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import islice
+from itertools import islice, repeat
+from operator import itemgetter
 
 from apportion.engine.decisions import Grant
 from apportion.engine.model import Request
 from apportion.engine.phases.base import HELD, INF, CyclePart
 from apportion.engine.phases.view import GroupView
 from apportion.engine.placement import choose_among, choose_hosts
-from apportion.engine.state import OWN, RequestState
+from apportion.engine.state import OWN, HeldSlots, OpenHosts, RequestState
 
 
 class Giving(CyclePart):
@@ -58,6 +59,10 @@ class Giving(CyclePart):
         s = self.s
         hosts, group = s.hosts, s.groups[g]
         place = self._place
+        holding = False
+        log = self._pick_log
+        if log is not None:
+            place = self._logged(place, log)
         if self.hold_back and self._hold_back_ok and source[0] == "p" and not req.exclusive \
                 and not s.in_use and self._stays_below_min(rs, wanted):
             # a request still below its min after this grant: unless a later one this
@@ -65,8 +70,22 @@ class Giving(CyclePart):
             # given still counts until then (it keeps those slots from the leaves served
             # after it), so it is counted, and made into allocations and grants only if
             # such a later grant comes (_materialise)
-            place = self._hold_back
+            place = self._hold_back if log is None else self._logged(self._hold_back, log)
+            holding = True
         owned_hosts = self.views[g].gp.owned_hosts
+        if holding and not owned_hosts and inst >= group.open_free > 0 and req.order == 1 \
+                and req.requirement is None and group.alone and not group.keyed_by_free and not group.exclusive \
+                and not group.exclusive_on:
+            # held back, and given every open slot of the group: the picks are the open
+            # hosts whole (placement._stacked_wide), read only if something asks
+            picks = OpenHosts(group)
+            if log is not None:
+                log.append(picks)
+            placed = self._hold_back(rs, g, picks, source, group.open_free)
+            self.want[req.consumer] -= placed
+            if placed < wanted:
+                self._note_stuck(req.consumer, g)
+            return placed
         if owned_hosts:
             # owned hosts first: the consumer's own for its own slots, the lender's for
             # lent ones, the parent's for its private pool's
@@ -81,6 +100,15 @@ class Giving(CyclePart):
         if placed < wanted:
             self._note_stuck(req.consumer, g)  # on the books, but no host may take it
         return placed
+
+    @staticmethod
+    def _logged(place: Callable[[RequestState, str, list[tuple[str, int]], str], int], log: list):
+        """``place``, noting its picks in ``log`` (reserve.keep: what a reservation keeps)."""
+        def logged(rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+            if picks:
+                log.append(picks)
+            return place(rs, g, picks, source)
+        return logged
 
     def _stays_below_min(self, rs: RequestState, wanted: int) -> bool:
         """Whether ``rs`` stays below its min after ``wanted`` more slots, or could not
@@ -97,32 +125,40 @@ class Giving(CyclePart):
         placed = 0
         add, grants = self.s.add, self.d.grants
         mine = self.granted_now.setdefault(req.id, [])
+        rid, leaf = req.id, req.consumer
+        if source[0] == "p" and not req.exclusive and len(picks) > 1:
+            mine.extend(self.s.add_picks(rs, g, picks, source))  # the same, the counts moved once
+            grants.extend([Grant(rid, leaf, g, host, slots, source) for host, slots in picks])
+            return sum(map(itemgetter(1), picks))
         for host, slots in picks:
             mine.append(add(rs, g, host, slots, source))
-            grants.append(Grant(req.id, req.consumer, g, host, slots, source))
+            grants.append(Grant(rid, leaf, g, host, slots, source))
             placed += slots
         return placed
 
-    def _hold_back(self, rs: RequestState, g: str, picks: list[tuple[str, int]], source: str) -> int:
+    def _hold_back(self, rs: RequestState, g: str, picks: list[tuple[str, int]] | OpenHosts, source: str,
+                   placed: int | None = None) -> int:
         """``_place`` for a request phase 8 will take back (``_give``): every count that
         ``ClusterState.add`` moves and a later phase reads (the request's and the
         leaf's, the pool's, the hosts'), moved alike; allocation ids are used up alike.
         Only a share pool's slots in the pool and surplus phases come here: phase 6
         reclaims only from leaves above what they may keep, and no grant of those
-        phases takes a leaf there; ``_mark`` checks it (``_held_back_keys``)."""
+        phases takes a leaf there; ``_mark`` checks it (``_held_back_keys``).
+        The picks are kept whole (``HeldSlots``), and on hosts only their group holds
+        they are taken when something reads or moves a host (ClusterState.hold_on_hosts):
+        the cost of a wide request held back is then not one per host it spans."""
         if not picks:
             return 0
         s = self.s
         leaf = rs.spec.consumer
-        mine = self.held_back.setdefault(rs.spec.id, [])
+        n = len(picks)
+        if placed is None:
+            placed = sum(map(itemgetter(1), picks))
         grants = self.d.grants
-        placed = 0
-        for host, slots in picks:
-            aid = s.use_id()
-            s.take_on_host(host, leaf, slots)
-            mine.append((g, host, slots, source, aid, len(grants)))
-            grants.append(HELD)  # its place among the grants, should it become one
-            placed += slots
+        held = HeldSlots(g, picks, source, s.use_ids(n), len(grants), placed, leaf)
+        grants.extend(repeat(HELD, n))  # their places among the grants, should they become ones
+        self.held_back.setdefault(rs.spec.id, []).append(held)
+        s.hold_on_hosts(held)
         s.count_held(rs, g, source, placed)
         self._held_back_keys.add((leaf, g, source))
         return placed
@@ -136,16 +172,22 @@ class Giving(CyclePart):
         s = self.s
         leaf = rs.spec.consumer
         mine = self.granted_now.setdefault(rs.spec.id, [])
-        for g, host, slots, source, aid, at in self.held_back.pop(rs.spec.id):
-            self._unhold(rs, g, host, slots, source)
-            mine.append(s.add_as(aid, rs, g, host, slots, source))
-            self.d.grants[at] = Grant(rs.spec.id, leaf, g, host, slots, source)
+        grants = self.d.grants
+        for held in self.held_back.pop(rs.spec.id):
+            g, source = held.group, held.source
+            s.count_held(rs, g, source, -held.placed)
+            if not held.on_hosts:
+                s.settle()
+            for i, (host, slots) in enumerate(held.picks):
+                s.give_on_host(host, leaf, slots)
+                mine.append(s.add_as(held.first + i, rs, g, host, slots, source))
+                grants[held.at + i] = Grant(rs.spec.id, leaf, g, host, slots, source)
 
-    def _unhold(self, rs: RequestState, g: str, host: str, slots: int, source: str) -> None:
-        """Slots held back for ``rs`` (``_hold_back``) no longer counted: what phase 8
-        does to them, and ``_materialise`` before making them an allocation."""
-        self.s.count_held(rs, g, source, -slots)
-        self.s.give_on_host(host, rs.spec.consumer, slots)
+    def _unhold(self, rs: RequestState, held: HeldSlots) -> None:
+        """Slots held back for ``rs`` (``_hold_back``) no longer counted, and off their
+        hosts: what phase 8 does to them."""
+        self.s.count_held(rs, held.group, held.source, -held.placed)
+        self.s.unhold_on_hosts(held)
 
     def _note_stuck(self, leaf: str, g: str) -> None:
         """The leaf had room in ``g`` but could not place anything: it must not hold

@@ -42,10 +42,10 @@ class Minimum(CyclePart):
         held = self.held_back.pop(rid, ())
         assert not held or rs.held < rs.min, "a request held back reached its min"
         changed = s.changed
-        for g, host, slots, source, aid, _ in held:
+        for h in held:
             if changed is not None:
-                changed.add(aid)
-            self._unhold(rs, g, host, slots, source)
+                changed.update(range(h.first, h.first + len(h.picks)))
+            self._unhold(rs, h)
         undo.add(rid)
 
     def _last_call(self, undo: set[str]) -> None:
