@@ -186,6 +186,9 @@ class ReclaimGuard:
             if got[3] is None:
                 parts = got[3] = could_reclaim(c, leaf, g, v, owners, got[1], parent_mode)
                 got[4] = sum(parts)
+            if beyond is not None:
+                # no victim's excess can change while the key holds: the tighter bound
+                beyond[bkey][2] = got[0] + got[4]
             if got[4] < short or within(got[3], unmet, order) < short:
                 return None
         return cls(c, rs)
@@ -219,14 +222,27 @@ def protected_held(s, g: str, src: str) -> dict[str, int]:
     not count in how far its consumer is over its share either: else the consumer's
     other, older work would be reclaimed in its place."""
     out: dict[str, int] = {}
-    requests = s.requests
+    requests, sums = s.requests, s.protected_sums
+    key = (g, src)
+    # each request's sums are kept until one of its allocations changes
+    # (ClusterState.protected_sums): most protected work runs on untouched, cycle
+    # after cycle, and a wide job holds hundreds of allocations
     for rid in s.protected:
-        rs = requests.get(rid)
-        if rs is None:
-            continue
-        for a in rs.allocs.values():
-            if a.group == g and a.source == src and a.reclaim is None:
-                out[a.consumer] = out.get(a.consumer, 0) + a.slots
+        got = sums.get(rid)
+        if got is None:
+            rs = requests.get(rid)
+            if rs is None:
+                continue
+            by: dict[tuple[str, str], int] = {}
+            for a in rs.allocs.values():
+                if a.reclaim is None:
+                    k = (a.group, a.source)
+                    by[k] = by.get(k, 0) + a.slots
+            got = sums[rid] = (rs.spec.consumer, by)
+        n = got[1].get(key)
+        if n:
+            leaf = got[0]
+            out[leaf] = out.get(leaf, 0) + n
     return out
 
 

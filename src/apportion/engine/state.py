@@ -257,6 +257,11 @@ class ClusterState:
         self.started: dict[str, float] = {}
         self.ends: Any = None  # (end, request) of ``started``, soonest first; None: not made yet
         self.protected: set[str] = set()  # requests started through a reservation: no fairness reclaim
+        # request -> (its consumer, (group, source) -> the slots of its allocations not
+        # marked for reclaim): what engine/rigid.py's protected_held sums over the
+        # protected requests, worked out once per request and dropped whenever one
+        # of its allocations is added, changed or removed (``_protected_changed``)
+        self.protected_sums: dict[str, tuple[str, dict[tuple[str, str], int]]] = {}
         # (group, beneficiary, slots) of marked slots their holder gave back before the
         # deadline: freed for the reclaim's beneficiary as a completed reclaim's are
         # (the next cycle's reservations leave them to it)
@@ -514,6 +519,11 @@ class ClusterState:
         self.started.pop(rid, None)
         self.protected.discard(rid)
 
+    def _protected_changed(self, rid: str) -> None:
+        """An allocation of ``rid`` was added, changed or removed: its sums are stale."""
+        if rid in self.protected_sums:
+            del self.protected_sums[rid]
+
     def _remove_all(self, rs: RequestState) -> None:
         """Every allocation of ``rs`` removed, each as ``remove`` would, in the same order
         (a job on many small hosts holds one per host: Curie's widest, hundreds).
@@ -525,6 +535,7 @@ class ClusterState:
         would first have made it, so every book ends as it would have, its order
         included. Any other allocation goes through ``remove`` itself, after what was
         summed so far is counted."""
+        self._protected_changed(rs.spec.id)
         changed, allocs, by_host, hosts = self.changed, self.allocs, self.by_host, self.hosts
         by_source, with_free, on_host = self.by_source, self.with_free, self._on_host
         leaf = rs.spec.consumer
@@ -599,6 +610,8 @@ class ClusterState:
         self._next_id = aid + 1
         a = Allocation(aid, spec.id, leaf, group, host, slots, source)
         self.allocs[aid] = a
+        if self.protected_sums:
+            self._protected_changed(spec.id)
         if self.changed is not None:
             self.changed.add(aid)
         self.by_host[host][aid] = a
@@ -730,6 +743,7 @@ class ClusterState:
             st[p] = st.get(p, 0) + slots
 
     def remove(self, a: Allocation) -> None:
+        self._protected_changed(a.request)
         if self.changed is not None:
             self.changed.add(a.id)
         self._count(a, -1)
@@ -851,6 +865,7 @@ class ClusterState:
 
     def split(self, a: Allocation, slots: int) -> Allocation:
         """Cut ``slots`` off ``a`` into an allocation of their own (same source and mark)."""
+        self._protected_changed(a.request)
         self._count(a, -1)
         a.slots -= slots
         self._count(a, +1)
@@ -871,6 +886,7 @@ class ClusterState:
         return b
 
     def retag(self, a: Allocation, source: str) -> None:
+        self._protected_changed(a.request)
         if self.changed is not None:
             self.changed.add(a.id)
         self._count(a, -1)
@@ -878,6 +894,7 @@ class ClusterState:
         self._count(a, +1)
 
     def mark(self, a: Allocation, slots: int, mark: PendingReclaim) -> Allocation:
+        self._protected_changed(a.request)
         if slots < a.slots:
             a = self.split(a, slots)
         if self.changed is not None:
@@ -900,6 +917,7 @@ class ClusterState:
 
     def unmark(self, a: Allocation) -> None:
         """Call a reclaim off: the holder keeps the slots."""
+        self._protected_changed(a.request)
         if self.changed is not None:
             self.changed.add(a.id)
         self._count(a, -1)
