@@ -126,16 +126,14 @@ def choose(c) -> dict[str, RequestState]:
             # its first wide request not started that fits here, unless an earlier one
             # has not started either: a min of one instance starts with the next
             # instance that comes free, and slots kept would only hold it up (first
-            # come first served within a consumer)
-            behind = False
+            # come first served within a consumer). So only its first request not
+            # started counts: none, or not one that fits, and the leaf has none here
             for rs in book.values():
                 if rs.held < rs.min:
-                    if rs.min > rs.spec.order and g in rs.groups and _fits(c, rs, g):
-                        break
-                    behind = True
+                    break
             else:
                 continue
-            if behind:
+            if not (rs.min > rs.spec.order and g in rs.groups and _fits(c, rs, g)):
                 continue
             if rs.spec.id in taken or c._below_max(leaf, g, v) < rs.min - rs.held:
                 continue  # kept elsewhere, or a max above it is full of its running work

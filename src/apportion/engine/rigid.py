@@ -199,6 +199,9 @@ class ReclaimGuard:
             if got[3] is None:
                 parts = got[3] = could_reclaim(c, leaf, g, v, owners, got[1], parent_mode)
                 got[4] = sum(parts)
+            if beyond is not None:
+                # no victim's excess can change while the key holds: the tighter bound
+                beyond[bkey][2] = got[0] + got[4]
             if got[4] < short or within(got[3], unmet, order) < short:
                 return None
         return cls(c, rs)

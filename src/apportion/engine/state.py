@@ -278,6 +278,12 @@ class ClusterState:
         # group -> leaves whose usage or unmet slots there changed since the group's
         # last view: a cycle looks again at these only (Cycle._view)
         self.touched: dict[str, set[str]] = {g: set() for g in self.group_names}
+        # group -> leaves whose share-pool slots or marks moved, by any path (slots held
+        # back included), since phase 6 last worked out the public pool's excess there:
+        # the only ones it works out again (Reclaims._public_excess, excess_memo)
+        self.excess_dirty: dict[str, set[str]] = {g: set() for g in self.group_names}
+        self.excess_memo: dict[str, tuple] = {}
+        self.need_memo: dict[str, tuple] = {}  # group -> Views._public_need's last (the view's books, size, leaves, need)
         # group -> what the last view kept per leaf (Cycle._view)
         self.view_cache: dict[str, object] = {}
         self.lending: dict[str, set[str]] = {}  # group -> leaves with slots lent out there  # (leaf, group) -> unmet of requests usable there
@@ -435,6 +441,7 @@ class ClusterState:
         else:
             kind, who = parse_source(src)
             if kind == "pool":
+                self.excess_dirty[a.group].add(a.consumer)
                 u.pools[who] = u.pools.get(who, 0) + d
                 pu = self.pool_used[a.group]
                 pu[who] = pu.get(who, 0) + d
@@ -497,6 +504,7 @@ class ClusterState:
         if u is None:
             u = self.usage_in[a.group][a.consumer]
         src = a.source
+        self.excess_dirty[a.group].add(a.consumer)
         u.marked[src] = u.marked.get(src, 0) + d
         touched = self.touched[a.group]
         touched.add(a.consumer)
@@ -836,6 +844,7 @@ class ClusterState:
         (``mark``: and the leaf is marked as changed for the next view)."""
         if mark:
             self.touched[group].add(leaf)
+        self.excess_dirty[group].add(leaf)
         here = self.usage_in[group]
         u = here.get(leaf)
         if u is None:

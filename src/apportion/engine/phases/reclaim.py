@@ -289,10 +289,10 @@ class Reclaims(CyclePart):
                 if spared is None:
                     spared = self._spared[(v.name, src)] = protected_held(self.s, v.name, src)
             if owner == ROOT and not every:
-                # the public pool lies above every leaf: only those with books here can hold some
-                pairs = usage.items()
-            else:
-                pairs = ((leaf, usage.get(leaf)) for leaf in v.leaves_under.get(owner, ()))
+                ex = self._public_excess(v, src, usage, deserved, static, spared)
+                self._excess_cache[key] = ex
+                return ex
+            pairs = ((leaf, usage.get(leaf)) for leaf in v.leaves_under.get(owner, ()))
             for leaf, u in pairs:  # u.free_of(src) - _protected, inlined
                 held = u.pools.get(owner, 0) if u is not None else 0
                 if not held and not every:
@@ -307,6 +307,44 @@ class Reclaims(CyclePart):
                     ex[leaf] = e
             self._excess_cache[key] = ex
         return ex
+
+    def _public_excess(self, v: GroupView, src: str, usage: dict, deserved: dict[str, int],
+                       static: dict[str, int] | None, spared: dict[str, int] | None) -> dict[str, int]:
+        """``_excess`` of the public pool in leaf enforcement, where it reads every leaf
+        with books in the group: last time's, as worked out then (``excess_memo``),
+        with only the leaves whose slots or marks moved since worked out again
+        (``excess_dirty``), while what each may keep and the work spared are what
+        they were; else every leaf's. A copy: marks lower it within the phase."""
+        g = v.name
+        s = self.s
+        dirty = s.excess_dirty[g]
+        memo = s.excess_memo.get(g)
+        sp = spared or None
+        if memo is not None and memo[0] == deserved and memo[1] == static and memo[2] == sp:
+            base = memo[3]
+            look = ((leaf, usage.get(leaf)) for leaf in dirty)
+        else:
+            base = {}
+            look = usage.items()
+            memo = (dict(deserved), dict(static) if static is not None else None,
+                    dict(sp) if sp is not None else None, base)
+        for leaf, u in look:  # u.free_of(src) - _protected, inlined
+            held = u.pools.get(ROOT, 0) if u is not None else 0
+            e = 0
+            if held:
+                keep = deserved.get(leaf, 0)
+                if static is not None:
+                    keep = max(keep, static.get(leaf, 0))
+                e = held - (u.marked.get(src, 0) if u.marked else 0) - keep
+                if sp and leaf in sp:
+                    e -= sp[leaf]
+            if e != 0:
+                base[leaf] = e
+            elif leaf in base:
+                del base[leaf]
+        dirty.clear()
+        s.excess_memo[g] = memo
+        return dict(base)
 
     def _victims_hold(self, v: GroupView, owner: str, beneficiary: str) -> int:
         """What every victim ``_victims`` yields in leaf enforcement could give in all

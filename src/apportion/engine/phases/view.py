@@ -125,7 +125,10 @@ class Views(CyclePart):
                     planned(gp.tree, owner, size, under), gp.index))
             # nobody can get more than the whole pool, so needs above its size change
             # nothing: capping them keeps the memo key stable while they move about
-            need = {leaf: (r if r < size else size) for leaf in under if (r := remaining[leaf]) > 0}
+            if owner == ROOT and len(gp.pool_order) == 1:
+                need = self._public_need(g, size, under, remaining, look, cache)
+            else:
+                need = {leaf: (r if r < size else size) for leaf in under if (r := remaining[leaf]) > 0}
             if not need:
                 continue
             caps = self._parent_caps(v, owner)
@@ -138,6 +141,32 @@ class Views(CyclePart):
                 for leaf, n in got.items():
                     deserved[leaf] += n
         return v
+
+    def _public_need(self, g: str, size: int, under: list[str], remaining: dict[str, int],
+                     look: list[str], cache: tuple) -> dict[str, int]:
+        """What each leaf of ``under`` needs of the public pool (its remaining demand,
+        capped at the pool's size; leaves needing nothing left out), the pool being
+        the group's only one: last view's, with the leaves ``look``ed at now (the only
+        ones whose remaining demand moved) put right; worked out anew when the view's
+        books were (a new ``cache``), the pool's size moved, or a leaf comes to need
+        some (it takes its place in plan order). A copy: the division keeps it."""
+        memo = self.s.need_memo.get(g)
+        need = None
+        if memo is not None and memo[0] is cache and memo[1] == size and memo[2] is under:
+            need = memo[3]
+            for leaf in look:
+                r = remaining[leaf]
+                if r > 0:
+                    if leaf not in need:
+                        need = None
+                        break
+                    need[leaf] = r if r < size else size
+                elif leaf in need:
+                    del need[leaf]
+        if need is None:
+            need = {leaf: (r if r < size else size) for leaf in under if (r := remaining[leaf]) > 0}
+            self.s.need_memo[g] = (cache, size, under, need)
+        return dict(need)
 
     def _division(self, gp: GroupPlan, g: str, owner: str, size: int, need: dict[str, int],
                   caps: dict[str, int], parent_mode: bool, dynamic: bool) -> dict[str, int]:
