@@ -55,6 +55,10 @@ class QuietRecord:
             return None
         if c.policy.usage_half_life is not None and s.rigid:
             return None  # debts move with the clock alone, and with them who has a reservation
+        if c.freed and s.reservations:
+            # slots freed for a reclaim's beneficiary were left to it in this cycle only:
+            # the next one keeps them for a reservation, decided or not
+            return None
         return cls(c)
 
     def still_quiet(self, s: ClusterState, now: float) -> bool:
