@@ -59,6 +59,7 @@ GPUS = "gpus"
 # work's part of a host's slots is made of: GPUs and custom kinds only the requests that name them use
 SLOT_KINDS = ("cores", "memory")
 MILLI = gpupack.MILLI
+new_tuple = tuple.__new__  # what a NamedTuple's __new__ calls
 
 
 def gpu_shape(amount: float) -> tuple[int, int]:
@@ -427,18 +428,8 @@ class KindBook:
         if aid >= state._next_id:
             state._next_id = aid + 1
         spec = kr.spec
-        a = KindAlloc(aid, spec.id, spec.consumer, group, host, slots, source, None, kr.need, tuple(gpus) if gpus else ())
-        if self.changed is not None:
-            self.changed.add(aid)
-        self.allocs[aid] = a
-        mine = self.on_host.get(host)
-        if mine is None:
-            mine = self.on_host[host] = {}
-        mine[aid] = a
-        kr.allocs[aid] = a
-        kr.held += slots
-        if kr.listed != (kr.held < spec.max and spec.id in self.requests):
-            self._track(kr)
+        a = self._enter(kr, KindAlloc(aid, spec.id, spec.consumer, group, host, slots, source, None, kr.need,
+                                      tuple(gpus) if gpus else ()))
         # what one instance needs is worked out once per request (the same numbers as ``a.amount``)
         amount = kr.inst if slots == spec.order else a.amount
         key = (group, spec.consumer)
@@ -461,6 +452,72 @@ class KindBook:
         else:
             self._refence(state, host)
             self._host_changed(state, host)
+        return a
+
+    def _enter(self, kr: KindRequest, a: KindAlloc) -> KindAlloc:
+        """A new allocation of ``kr`` in the books of allocations (not yet in what is used)."""
+        if self.changed is not None:
+            self.changed.add(a.id)
+        self.allocs[a.id] = a
+        mine = self.on_host.get(a.host)
+        if mine is None:
+            mine = self.on_host[a.host] = {}
+        mine[a.id] = a
+        kr.allocs[a.id] = a
+        kr.held += a.slots
+        if kr.listed != (kr.held < kr.spec.max and kr.spec.id in self.requests):
+            self._track(kr)
+        return a
+
+    def _add_instance(self, state: ClusterState, kr: KindRequest, group: str, host: str, key: tuple[str, str],
+                      free: Vector, gpus: list[tuple[int, int]]) -> KindAlloc:
+        """``_add`` of one instance of ``kr`` (``order`` slots, shared) on ``gpus`` within a
+        cycle, on ``host`` whose free space is ``free`` (``_free[host]``): the same books changed
+        in the same order, with none of the other cases (most grants of a cold cycle come here)."""
+        spec = kr.spec
+        aid = state._next_id
+        state._next_id = aid + 1
+        a = self._enter(kr, KindAlloc(aid, spec.id, spec.consumer, group, host, spec.order, SHARED, None,
+                                      kr.need, tuple(gpus) if gpus else ()))
+        amount = kr.inst
+        self.dom.pop(key, None)
+        # _on_host, for a host with no slot work (``free`` is kept for it)
+        h = state.hosts[host]
+        if self.packers:
+            for p in self.packers.values():
+                p.dirty.add(host)
+        if self.free_sum and h.takes_work:
+            for g in h.groups:
+                fs = self.free_sum.get(g.name)
+                if fs is not None:
+                    for k, x in amount.items():
+                        fs[k] = fs.get(k, 0.0) - x
+        used = self.host_used.get(host)
+        if used is None:
+            used = self.host_used[host] = {}
+        if h.host.slots > 0 and state.by_host[host]:
+            del self._free[host]
+            add_into(used, amount)
+        else:
+            caps = self._caps.get(host)
+            if caps is None or caps[0] is not h.host.resources:
+                caps = self._caps[host] = (h.host.resources, dict(h.host.resources))
+            cap = caps[1].get
+            for k, x in amount.items():
+                u = used[k] = used.get(k, 0.0) + x
+                free[k] = cap(k, 0.0) - u
+        used = self.use.get(key)
+        if used is None:
+            used = self.use[key] = {}
+        for k, x in amount.items():
+            used[k] = used.get(k, 0.0) + x
+        if gpus:
+            row = self._gpu_row(state, host)
+            for i, m in gpus:
+                if i < len(row):
+                    row[i] -= m
+        self._deferred.add(host)  # type: ignore[union-attr]
+        self._reopen.add(host)  # type: ignore[union-attr]
         return a
 
     def _on_host(self, state: ClusterState, host: str, amount: Vector, sign: int) -> None:
@@ -909,7 +966,9 @@ class GroupCycle:
             if h.takes_work and h.host.resources and (req is None or req(h.host)):
                 yield n
 
-    def _place(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
+    def _place(self, kr: KindRequest, slots: int, tried: bool = False) -> tuple[str, list[tuple[int, int]]] | None:
+        """Where ``slots`` slots of ``kr`` go, and on which GPUs; None: nowhere. ``tried``: the
+        host where its shape last went was found full (first fit goes on from the next one)."""
         if self.packing != "first" and set(kr.need) <= {"cores", "memory", GPUS}:
             return self._pack(kr, slots)
         if kr.shape is None or slots != kr.spec.order:
@@ -921,7 +980,9 @@ class GroupCycle:
             return None
         hosts, book, state = self.hosts, self.book, self.state
         start = self.from_pos.get(key)
-        if start is not None:
+        if tried:
+            start += 1  # type: ignore[operator]
+        elif start is not None:
             # most often the host where this shape last went still has room: it is the first open
             # host from there (it was open then, and a host that is no longer open fits nothing)
             gpus = book._fits_on(state, kr, hosts[start], slots)
@@ -935,21 +996,6 @@ class GroupCycle:
                 return n, gpus
         self.failed.add(key)
         return None
-
-    def _quick(self, kr: KindRequest, slots: int) -> bool:
-        """Grant one instance of ``kr`` (no GPUs) on the host where its shape last went, when
-        it still fits there: what ``_place`` would choose first, with none of its other cases."""
-        if kr.gpu[0]:
-            return False
-        host = self.hosts[self.from_pos[kr.shape]]
-        free = self.book._free.get(host)  # free_on, while no slot work is there
-        if free is None or not fits(kr.inst, free):
-            return False
-        a = self.book._add(self.state, kr, self.group, host, slots, [], SHARED)
-        if kr.held < kr.spec.min:  # see _grant
-            self.given.setdefault(kr.spec.id, []).append(a)
-        self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, SHARED))
-        return True
 
     def _pack(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
         """engine/gpupack.py's best fit or FGD, over the hosts that may take the request, on
@@ -1001,7 +1047,7 @@ class GroupCycle:
         return None
 
     def _grant(self, kr: KindRequest, host: str, gpus: list[tuple[int, int]], slots: int, source: str) -> None:
-        a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)  # and in _quick
+        a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)  # and _shared's own
         # what a request below its min got this cycle, given back at its end if it stays below:
         # what comes once it is at its min stays (what it holds only grows within a cycle)
         if kr.held < kr.spec.min:
@@ -1121,7 +1167,8 @@ class GroupCycle:
 
     def _shared(self, wanting: dict[str, SortedDict]) -> None:
         kept, per = self._kept()
-        free = dict(self.book.group_free(self.state, self.group, self.hosts)) if kept else {}
+        # what the group's hosts have free: the book's own sum, which each grant takes from
+        free = self.book.group_free(self.state, self.group, self.hosts) if kept else {}
         consumers = self.consumers
         heap = [(self.share(leaf), consumers[leaf].index, leaf) for leaf in wanting]
         heapq.heapify(heap)
@@ -1148,6 +1195,11 @@ class GroupCycle:
         maxed, place, grant, share = self.maxed, self._place, self._grant, self.share
         quick, from_pos = self.packing == "first", self.from_pos
         heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        book, state, group, hosts = self.book, self.state, self.group, self.hosts
+        add_instance, book_free, given, grants = book._add_instance, book._free, self.given, self.out.grants
+        place_gpus, gpu_row = book._place_gpus, book._gpu_row
+        ratios, use, dom, weights, beside = self.ratios, book.use, book.dom, self.weights, _beside
+        divisors = {k: t for k, t in self.totals.items() if t > EPS}
         while heap:
             if not any_shape and len(failed) >= len(shapes):
                 break  # no shape that anyone wants fits anywhere: nobody can get anything more
@@ -1177,27 +1229,70 @@ class GroupCycle:
                     blocked.add((leaf, shape))
                     i += 1
                     continue
-                if kept and not _beside(need, free, others.get(leaf) or others_of(leaf)):
+                if kept and not beside(need, free, others.get(leaf) or others_of(leaf)):
                     blocked.add((leaf, shape))
                     if leaf not in per and shape is not None:
                         dead.add(shape)
                     i += 1
                     continue
-                if not (quick and shape in from_pos and self._quick(kr, n)):
-                    spot = place(kr, n)
+                # most often: where its shape last went, which still has room
+                host = hosts[from_pos[shape]] if quick and shape in from_pos else None
+                tried = False
+                if host is not None:
+                    room = book_free.get(host)  # free_on, while no slot work is there
+                    if room is None:
+                        host = None
+                    else:
+                        for k, x in need.items():  # fits(need, room)
+                            if x > 0 and not x <= room.get(k, 0.0) + EPS:
+                                host = None
+                                break
+                        else:
+                            if kr.gpu[0]:
+                                gpus = place_gpus(gpu_row(state, host), kr.gpu, n)
+                                if gpus is None:
+                                    host = None
+                            else:
+                                gpus = []
+                        tried = host is None  # it does not fit there: first fit goes on from the next
+                if host is None:
+                    spot = place(kr, n, tried)
                     if spot is None:
                         if shape is None:
                             blocked.add((leaf, shape))
                         i += 1
                         continue
-                    grant(kr, spot[0], spot[1], n, SHARED)
-                if kept:
-                    add_into(free, need, -1.0)
+                    host, gpus = spot
+                    room = book_free.get(host)
+                if room is not None:
+                    a = add_instance(state, kr, group, host, (group, leaf), room, gpus)
+                    if kr.held < spec.min:  # see _grant
+                        given.setdefault(spec.id, []).append(a)
+                    # Grant(...), made as its __new__ makes it, without calling it
+                    grants.append(new_tuple(Grant, (spec.id, leaf, group, host, n, SHARED)))
+                else:
+                    grant(kr, host, gpus, n, SHARED)
                 served = True
                 break
             mine[1] = i
             if served:
-                heapreplace(heap, (share(leaf), index, leaf))
+                # share(leaf), worked out here: what the leaf holds changed, so it is not in ``dom``
+                ratio = ratios.get(leaf)
+                if ratio is None:
+                    d = share(leaf)
+                elif weights:
+                    d = share(leaf)
+                else:  # kinds.dominant with no weights: weight 1.0 x used / total is used / total
+                    best = None
+                    for k, x in use[(group, leaf)].items():
+                        t = divisors.get(k)
+                        if t is not None:
+                            v = x / t
+                            if best is None or v > best:
+                                best = v
+                    d = 0.0 if best is None else best
+                    d = dom[(group, leaf)] = d / ratio if ratio > 0 else math.inf
+                heapreplace(heap, (d, index, leaf))
             else:
                 heappop(heap)
 
