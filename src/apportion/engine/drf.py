@@ -44,7 +44,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from sortedcontainers import SortedDict, SortedList
+from sortedcontainers import SortedList
 
 from apportion.engine import gpupack
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
@@ -171,7 +171,8 @@ class KindBook:
         self.own_use: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> held as own
         self.incoming: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> being reclaimed for it
         self.wanting: dict[str, KindRequest] = {}  # open requests below their max
-        self.wanting_by: dict[str, dict[str, SortedDict]] = {}  # group -> leaf -> arrival -> request
+        # group -> leaf -> arrival -> request, oldest first (a plain dict: quick to take one out of)
+        self.wanting_by: dict[str, dict[str, dict[int, KindRequest]]] = {}
         self.shapes_in: dict[str, dict[int | None, int]] = {}  # group -> shape -> wanting requests of it
         # the least of every kind any request asks a slot: a host without that much free fits
         # nothing; per group, the hosts that have it (their positions in the group), in order
@@ -200,7 +201,6 @@ class KindBook:
         # left a request while its processes still used it, kept off the host until they are gone:
         # (request, host) -> (slots, what each slot needs)
         self.changed: set[int] | None = None
-        self._spare: list[SortedDict] = []  # emptied wanting lists, to use again
         self.touched: set[str] | None = None  # hosts whose part of their slots may have changed (None: not kept)
         self.in_use: dict[tuple[str, str], int] = {}
         self.fenced: dict[tuple[str, str], tuple[int, Vector]] = {}
@@ -216,9 +216,14 @@ class KindBook:
             for g in kr.groups:
                 by_leaf = self.wanting_by.setdefault(g, {})
                 mine = by_leaf.get(leaf)
-                if mine is None:  # one emptied before if any (a SortedDict is slow to make)
-                    mine = by_leaf[leaf] = self._spare.pop() if self._spare else SortedDict()
+                if mine is None:
+                    mine = by_leaf[leaf] = {}
+                last = next(reversed(mine)) if mine else -1
                 mine[kr.arrival] = kr
+                if kr.arrival < last:  # back below its max: the list kept oldest first
+                    ordered = sorted(mine.items())
+                    mine.clear()
+                    mine.update(ordered)
                 counts = self.shapes_in.setdefault(g, {})
                 counts[kr.shape] = counts.get(kr.shape, 0) + 1
             return
@@ -232,8 +237,6 @@ class KindBook:
             del mine[kr.arrival]
             if not mine:
                 del self.wanting_by[g][leaf]
-                if len(self._spare) < 64:
-                    self._spare.append(mine)
 
     def forget_places(self) -> None:
         """Hosts changed outside this book (a state, a plan): free space is read again."""
@@ -927,7 +930,7 @@ class GroupCycle:
         self.ratios: dict[str, float] = {}  # leaf -> its share_ratio in the group
         self._every: list[str] | None = None  # the hosts best fit and FGD may use for any request
 
-    def run(self, wanting: dict[str, SortedDict]) -> None:
+    def run(self, wanting: dict[str, dict[int, KindRequest]]) -> None:
         """``wanting``: leaf -> its requests below their max that may use the group, oldest first."""
         tc = self.book.totals
         if self.group not in tc:
@@ -1165,7 +1168,7 @@ class GroupCycle:
                 add_into(every, mine)
         return every, per
 
-    def _shared(self, wanting: dict[str, SortedDict]) -> None:
+    def _shared(self, wanting: dict[str, dict[int, KindRequest]]) -> None:
         kept, per = self._kept()
         # what the group's hosts have free: the book's own sum, which each grant takes from
         free = self.book.group_free(self.state, self.group, self.hosts) if kept else {}
@@ -1198,7 +1201,7 @@ class GroupCycle:
         book, state, group, hosts = self.book, self.state, self.group, self.hosts
         add_instance, book_free, given, grants = book._add_instance, book._free, self.given, self.out.grants
         place_gpus, gpu_row = book._place_gpus, book._gpu_row
-        ratios, use, dom, weights, beside = self.ratios, book.use, book.dom, self.weights, _beside
+        ratios, use, dom, weights = self.ratios, book.use, book.dom, self.weights
         divisors = {k: t for k, t in self.totals.items() if t > EPS}
         while heap:
             if not any_shape and len(failed) >= len(shapes):
@@ -1229,12 +1232,20 @@ class GroupCycle:
                     blocked.add((leaf, shape))
                     i += 1
                     continue
-                if kept and not beside(need, free, others.get(leaf) or others_of(leaf)):
-                    blocked.add((leaf, shape))
-                    if leaf not in per and shape is not None:
-                        dead.add(shape)
-                    i += 1
-                    continue
+                if kept:
+                    # ``need`` fits in ``free`` less what the owners other than the leaf keep idle
+                    keep = (others.get(leaf) or others_of(leaf)).get
+                    short = False
+                    for k, x in need.items():
+                        if x > EPS and x > free.get(k, 0.0) - keep(k, 0.0) + EPS:
+                            short = True
+                            break
+                    if short:
+                        blocked.add((leaf, shape))
+                        if leaf not in per and shape is not None:
+                            dead.add(shape)
+                        i += 1
+                        continue
                 # most often: where its shape last went, which still has room
                 host = hosts[from_pos[shape]] if quick and shape in from_pos else None
                 tried = False
@@ -1295,15 +1306,6 @@ class GroupCycle:
                 heapreplace(heap, (d, index, leaf))
             else:
                 heappop(heap)
-
-
-def _beside(need: Vector, free: Vector, others: Vector) -> bool:
-    """``need`` fits in ``free`` less what the owners other than the leaf keep idle (``others``)."""
-    keep = others.get
-    for k, a in need.items():
-        if a > EPS and a > free.get(k, 0.0) - keep(k, 0.0) + EPS:
-            return False
-    return True
 
 
 def scaled_sum(allocs: list[KindAlloc]) -> Vector:
