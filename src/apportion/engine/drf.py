@@ -431,17 +431,55 @@ class KindBook:
         if aid >= state._next_id:
             state._next_id = aid + 1
         spec = kr.spec
-        a = self._enter(kr, KindAlloc(aid, spec.id, spec.consumer, group, host, slots, source, None, kr.need,
-                                      tuple(gpus) if gpus else ()))
+        a = KindAlloc(aid, spec.id, spec.consumer, group, host, slots, source, None, kr.need, tuple(gpus) if gpus else ())
+        if self.changed is not None:
+            self.changed.add(aid)
+        self.allocs[aid] = a
+        mine = self.on_host.get(host)
+        if mine is None:
+            mine = self.on_host[host] = {}
+        mine[aid] = a
+        kr.allocs[aid] = a
+        held = kr.held = kr.held + slots
+        if kr.listed != (held < spec.max and spec.id in self.requests):
+            self._track(kr)
         # what one instance needs is worked out once per request (the same numbers as ``a.amount``)
         amount = kr.inst if slots == spec.order else a.amount
         key = (group, spec.consumer)
         self.dom.pop(key, None)
-        self._on_host(state, host, amount, 1)
+        free = self._free.get(host)
+        h = state.hosts.get(host)
+        if free is None or h is None:
+            self._on_host(state, host, amount, 1)
+        else:  # _on_host for a host whose free space is kept (most grants of a cold cycle), in line
+            if self.packers:
+                for p in self.packers.values():
+                    p.dirty.add(host)
+            if self.free_sum and h.takes_work:
+                for g in h.groups:
+                    fs = self.free_sum.get(g.name)
+                    if fs is not None:
+                        for k, x in amount.items():
+                            fs[k] = fs.get(k, 0.0) - x
+            used = self.host_used.get(host)
+            if used is None:
+                used = self.host_used[host] = {}
+            if h.host.slots > 0 and state.by_host[host]:
+                del self._free[host]
+                add_into(used, amount)
+            else:  # what free_on would work out afresh, for the kinds that changed
+                caps = self._caps.get(host)
+                if caps is None or caps[0] is not h.host.resources:
+                    caps = self._caps[host] = (h.host.resources, dict(h.host.resources))
+                cap = caps[1].get
+                for k, x in amount.items():
+                    u = used[k] = used.get(k, 0.0) + x
+                    free[k] = cap(k, 0.0) - u
         used = self.use.get(key)
         if used is None:
             used = self.use[key] = {}
-        add_into(used, amount)
+        for k, x in amount.items():
+            used[k] = used.get(k, 0.0) + x
         if source == OWN:  # the rest of _count: a new allocation is being reclaimed by nobody
             add_into(self.own_use.setdefault(key, {}), amount)
         if gpus:
@@ -455,72 +493,6 @@ class KindBook:
         else:
             self._refence(state, host)
             self._host_changed(state, host)
-        return a
-
-    def _enter(self, kr: KindRequest, a: KindAlloc) -> KindAlloc:
-        """A new allocation of ``kr`` in the books of allocations (not yet in what is used)."""
-        if self.changed is not None:
-            self.changed.add(a.id)
-        self.allocs[a.id] = a
-        mine = self.on_host.get(a.host)
-        if mine is None:
-            mine = self.on_host[a.host] = {}
-        mine[a.id] = a
-        kr.allocs[a.id] = a
-        kr.held += a.slots
-        if kr.listed != (kr.held < kr.spec.max and kr.spec.id in self.requests):
-            self._track(kr)
-        return a
-
-    def _add_instance(self, state: ClusterState, kr: KindRequest, group: str, host: str, key: tuple[str, str],
-                      free: Vector, gpus: list[tuple[int, int]]) -> KindAlloc:
-        """``_add`` of one instance of ``kr`` (``order`` slots, shared) on ``gpus`` within a
-        cycle, on ``host`` whose free space is ``free`` (``_free[host]``): the same books changed
-        in the same order, with none of the other cases (most grants of a cold cycle come here)."""
-        spec = kr.spec
-        aid = state._next_id
-        state._next_id = aid + 1
-        a = self._enter(kr, KindAlloc(aid, spec.id, spec.consumer, group, host, spec.order, SHARED, None,
-                                      kr.need, tuple(gpus) if gpus else ()))
-        amount = kr.inst
-        self.dom.pop(key, None)
-        # _on_host, for a host with no slot work (``free`` is kept for it)
-        h = state.hosts[host]
-        if self.packers:
-            for p in self.packers.values():
-                p.dirty.add(host)
-        if self.free_sum and h.takes_work:
-            for g in h.groups:
-                fs = self.free_sum.get(g.name)
-                if fs is not None:
-                    for k, x in amount.items():
-                        fs[k] = fs.get(k, 0.0) - x
-        used = self.host_used.get(host)
-        if used is None:
-            used = self.host_used[host] = {}
-        if h.host.slots > 0 and state.by_host[host]:
-            del self._free[host]
-            add_into(used, amount)
-        else:
-            caps = self._caps.get(host)
-            if caps is None or caps[0] is not h.host.resources:
-                caps = self._caps[host] = (h.host.resources, dict(h.host.resources))
-            cap = caps[1].get
-            for k, x in amount.items():
-                u = used[k] = used.get(k, 0.0) + x
-                free[k] = cap(k, 0.0) - u
-        used = self.use.get(key)
-        if used is None:
-            used = self.use[key] = {}
-        for k, x in amount.items():
-            used[k] = used.get(k, 0.0) + x
-        if gpus:
-            row = self._gpu_row(state, host)
-            for i, m in gpus:
-                if i < len(row):
-                    row[i] -= m
-        self._deferred.add(host)  # type: ignore[union-attr]
-        self._reopen.add(host)  # type: ignore[union-attr]
         return a
 
     def _on_host(self, state: ClusterState, host: str, amount: Vector, sign: int) -> None:
@@ -1195,11 +1167,11 @@ class GroupCycle:
             return got
 
         any_shape = None in shapes  # a request with a requirement: its own hosts, never given up
-        maxed, place, grant, share = self.maxed, self._place, self._grant, self.share
+        maxed, place, share = self.maxed, self._place, self.share
         quick, from_pos = self.packing == "first", self.from_pos
         heappop, heapreplace = heapq.heappop, heapq.heapreplace
         book, state, group, hosts = self.book, self.state, self.group, self.hosts
-        add_instance, book_free, given, grants = book._add_instance, book._free, self.given, self.out.grants
+        add, book_free, given, grants = book._add, book._free, self.given, self.out.grants
         place_gpus, gpu_row = book._place_gpus, book._gpu_row
         ratios, use, dom, weights = self.ratios, book.use, book.dom, self.weights
         divisors = {k: t for k, t in self.totals.items() if t > EPS}
@@ -1274,24 +1246,18 @@ class GroupCycle:
                         i += 1
                         continue
                     host, gpus = spot
-                    room = book_free.get(host)
-                if room is not None:
-                    a = add_instance(state, kr, group, host, (group, leaf), room, gpus)
-                    if kr.held < spec.min:  # see _grant
-                        given.setdefault(spec.id, []).append(a)
-                    # Grant(...), made as its __new__ makes it, without calling it
-                    grants.append(new_tuple(Grant, (spec.id, leaf, group, host, n, SHARED)))
-                else:
-                    grant(kr, host, gpus, n, SHARED)
+                a = add(state, kr, group, host, n, gpus, SHARED)  # _grant, in line
+                if kr.held < spec.min:
+                    given.setdefault(spec.id, []).append(a)
+                # Grant(...), made as its __new__ makes it, without calling it
+                grants.append(new_tuple(Grant, (spec.id, leaf, group, host, n, SHARED)))
                 served = True
                 break
             mine[1] = i
             if served:
                 # share(leaf), worked out here: what the leaf holds changed, so it is not in ``dom``
                 ratio = ratios.get(leaf)
-                if ratio is None:
-                    d = share(leaf)
-                elif weights:
+                if ratio is None or weights:
                     d = share(leaf)
                 else:  # kinds.dominant with no weights: weight 1.0 x used / total is used / total
                     best = None
