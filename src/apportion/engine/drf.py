@@ -808,13 +808,16 @@ class KindBook:
         for group in state.group_names:
             if self.wanting_by.get(group):
                 GroupCycle(self, state, group, now, out, given).run(self.wanting_by[group])
+        back: dict[str, set[tuple[str, int, str]]] = {}  # request -> (host, slots, group) given back
         for rid, allocs in given.items():
             kr = self.requests[rid]
             if kr.held < kr.spec.min:
                 for a in allocs:
                     self._drop(state, a)
-                ids = {(a.host, a.slots, a.group) for a in allocs}
-                out.grants[:] = [g for g in out.grants if g.request != rid or (g.host, g.slots, g.group) not in ids]
+                back[rid] = {(a.host, a.slots, a.group) for a in allocs}
+        if back:  # their grants out of the decisions, in one pass over them
+            out.grants[:] = [g for g in out.grants if g.request not in back
+                             or (g.host, g.slots, g.group) not in back[g.request]]
         return len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled) != before
 
     def _cancel_unneeded(self, state: ClusterState, out: Decisions) -> None:
