@@ -1084,7 +1084,7 @@ class GroupCycle:
                              key=lambda a: (-self.share(a.consumer), -a.id))
             if not victims:
                 continue
-            free = book.free_on(state, n)
+            free = dict(book.free_on(state, n))  # a copy: what the book keeps for the host stays
             row = list(book._gpu_row(state, n))
             chosen = []
             for a in victims:
