@@ -59,6 +59,7 @@ GPUS = "gpus"
 # work's part of a host's slots is made of: GPUs and custom kinds only the requests that name them use
 SLOT_KINDS = ("cores", "memory")
 MILLI = gpupack.MILLI
+NEAR = 8  # hosts first fit reads directly before it looks among the open hosts
 new_tuple = tuple.__new__  # what a NamedTuple's __new__ calls
 
 
@@ -966,7 +967,20 @@ class GroupCycle:
             gpus = book._fits_on(state, kr, hosts[start], slots)
             if gpus is not None:
                 return hosts[start], gpus
-        for i in book.open_hosts(state, self.group, hosts).irange(start or 0):
+        # the next few hosts in order, read directly: the first that takes work and fits is the
+        # first open host that fits (a host that fits an instance fits the least any request
+        # asks), without bringing the open hosts up to date for a host or two
+        start = start or 0
+        ledgers = state.hosts
+        for i in range(start, min(start + NEAR, len(hosts))):
+            n = hosts[i]
+            h = ledgers[n]
+            if h.takes_work and h.host.resources:
+                gpus = book._fits_on(state, kr, n, slots)
+                if gpus is not None:
+                    self.from_pos[key] = i
+                    return n, gpus
+        for i in book.open_hosts(state, self.group, hosts).irange(start + NEAR):
             n = hosts[i]
             gpus = book._fits_on(state, kr, n, slots)
             if gpus is not None:
