@@ -425,7 +425,9 @@ class KindBook:
         return self._place_gpus(self._gpu_row(state, host), kr.gpu, slots)
 
     def _add(self, state: ClusterState, kr: KindRequest, group: str, host: str, slots: int,
-             gpus: list[tuple[int, int]], source: str, aid: int | None = None) -> KindAlloc:
+             gpus: list[tuple[int, int]], source: str, aid: int | None = None,
+             key: tuple[str, str] | None = None) -> KindAlloc:
+        """A new allocation of ``kr``; ``key``: (group, its consumer), when the caller has it."""
         # ids from the slot books' counter: one namespace for every allocation of the cluster
         if aid is None:
             aid = state._next_id
@@ -446,7 +448,8 @@ class KindBook:
             self._track(kr)
         # what one instance needs is worked out once per request (the same numbers as ``a.amount``)
         amount = kr.inst if slots == spec.order else a.amount
-        key = (group, spec.consumer)
+        if key is None:
+            key = (group, spec.consumer)
         self.dom.pop(key, None)
         free = self._free.get(host)
         h = state.hosts.get(host)
@@ -1167,8 +1170,9 @@ class GroupCycle:
         # per leaf, its requests as they were and how far it got: a request passed over here
         # (its max reached, or its instance fitting nowhere the leaf may take) is not looked at
         # again in this phase, as room only shrinks and use only grows within it
-        lists: dict[str, list] = {}  # leaf -> [its requests, the first not passed over]
-        blocked: set[tuple] = set()  # (leaf, shape) over its limits or beyond what it may take
+        # leaf -> [its requests, the first not passed over, (group, leaf), the shapes over its
+        # limits or beyond what it may take]
+        lists: dict[str, list] = {}
         failed = self.failed
         shapes = self.book.shapes_in.get(self.group, {})
         owners = set(self.owners.get(self.group, ()))
@@ -1204,8 +1208,8 @@ class GroupCycle:
             mine = lists.get(leaf)
             if mine is None:
                 got = wanting.get(leaf)
-                mine = lists[leaf] = [list(got.values()) if got else [], 0]
-            reqs, i = mine
+                mine = lists[leaf] = [list(got.values()) if got else [], 0, (group, leaf), set()]
+            reqs, i, key, blocked = mine
             served = False
             while i < len(reqs):
                 kr = reqs[i]
@@ -1213,12 +1217,12 @@ class GroupCycle:
                 # slots of its next instance: order, or 0 when that would pass its max
                 n = spec.order if spec.max - kr.held >= spec.order else 0
                 shape = kr.shape
-                if not n or shape in failed or (leaf, shape) in blocked or (shape in dead and leaf not in owners):
+                if not n or shape in failed or shape in blocked or (shape in dead and leaf not in owners):
                     i += 1
                     continue
                 need = kr.inst
                 if maxed and not self._max_ok(leaf, need):
-                    blocked.add((leaf, shape))
+                    blocked.add(shape)
                     i += 1
                     continue
                 if kept:
@@ -1230,7 +1234,7 @@ class GroupCycle:
                             short = True
                             break
                     if short:
-                        blocked.add((leaf, shape))
+                        blocked.add(shape)
                         if leaf not in per and shape is not None:
                             dead.add(shape)
                         i += 1
@@ -1259,11 +1263,11 @@ class GroupCycle:
                     spot = place(kr, n, tried)
                     if spot is None:
                         if shape is None:
-                            blocked.add((leaf, shape))
+                            blocked.add(shape)
                         i += 1
                         continue
                     host, gpus = spot
-                a = add(state, kr, group, host, n, gpus, SHARED)  # _grant, in line
+                a = add(state, kr, group, host, n, gpus, SHARED, None, key)  # _grant, in line
                 if kr.held < spec.min:
                     given.setdefault(spec.id, []).append(a)
                 # Grant(...), made as its __new__ makes it, without calling it
@@ -1278,14 +1282,14 @@ class GroupCycle:
                     d = share(leaf)
                 else:  # kinds.dominant with no weights: weight 1.0 x used / total is used / total
                     best = None
-                    for k, x in use[(group, leaf)].items():
+                    for k, x in use[key].items():
                         t = divisors.get(k)
                         if t is not None:
                             v = x / t
                             if best is None or v > best:
                                 best = v
                     d = 0.0 if best is None else best
-                    d = dom[(group, leaf)] = d / ratio if ratio > 0 else math.inf
+                    d = dom[key] = d / ratio if ratio > 0 else math.inf
                 heapreplace(heap, (d, index, leaf))
             else:
                 heappop(heap)
