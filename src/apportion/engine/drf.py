@@ -178,6 +178,9 @@ class KindBook:
         # the least of every kind any request asks a slot: a host without that much free fits
         # nothing; per group, the hosts that have it (their positions in the group), in order
         self.unit: Vector | None = None
+        # the most of every kind any request's instance ever asked (only grows): each grant
+        # takes at most that much from what a group has free
+        self.most: Vector = {}
         self._open: dict[str, SortedList] | None = None
         # within a cycle: hosts given work whose place in the open hosts is brought up to date
         # when those are next read (a host takes several instances in a row, and most of them
@@ -334,6 +337,10 @@ class KindBook:
         self._requests_seen += 1
         self._arrivals += 1
         self._track(kr)
+        most = self.most
+        for k, a in kr.inst.items():
+            if a > most.get(k, 0.0):
+                most[k] = a
         unit = self.unit
         if unit is None:
             self.unit = dict(kr.need)
@@ -1196,6 +1203,9 @@ class GroupCycle:
         place_gpus, gpu_row = book._place_gpus, book._gpu_row
         ratios, use, dom, weights = self.ratios, book.use, book.dom, self.weights
         divisors = {k: t for k, t in self.totals.items() if t > EPS}
+        # grants to come for which any instance surely fits beside what owners keep idle (the
+        # check above would pass for every leaf): ``free`` less the most one takes each time
+        sure = surely(free, kept, book.most) if kept else 0
         while heap:
             if not any_shape and len(failed) >= len(shapes):
                 break  # no shape that anyone wants fits anywhere: nobody can get anything more
@@ -1225,7 +1235,7 @@ class GroupCycle:
                     blocked.add(shape)
                     i += 1
                     continue
-                if kept:
+                if kept and not sure:
                     # ``need`` fits in ``free`` less what the owners other than the leaf keep idle
                     keep = (others.get(leaf) or others_of(leaf)).get
                     short = False
@@ -1272,6 +1282,8 @@ class GroupCycle:
                     given.setdefault(spec.id, []).append(a)
                 # Grant(...), made as its __new__ makes it, without calling it
                 grants.append(new_tuple(Grant, (spec.id, leaf, group, host, n, SHARED)))
+                if kept:
+                    sure = sure - 1 if sure > 0 else surely(free, kept, book.most)
                 served = True
                 break
             mine[1] = i
@@ -1293,6 +1305,21 @@ class GroupCycle:
                 heapreplace(heap, (d, index, leaf))
             else:
                 heappop(heap)
+
+
+def surely(free: Vector, kept: Vector, most: Vector) -> int:
+    """How many more instances, each taking at most ``most`` of each kind from ``free``, leave
+    room for the next one beside ``kept`` (what owners keep idle, more than any leaf sees kept
+    by the others): 0 when not sure. A margin of a millionth of the amounts, far more than
+    the rounding of the sums, makes it an underestimate."""
+    n = None
+    for k, b in most.items():
+        if b > EPS:
+            f, c = free.get(k, 0.0), kept.get(k, 0.0)
+            m = math.floor((f - c - 1e-6 * (abs(f) + abs(c) + 1.0)) / b) - 1
+            if n is None or m < n:
+                n = m
+    return max(0, n or 0)
 
 
 def scaled_sum(allocs: list[KindAlloc]) -> Vector:
