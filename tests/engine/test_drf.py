@@ -187,3 +187,23 @@ def test_request_ids_are_one_namespace() -> None:
         e.submit(Request("a", "/A", max=1))
     with pytest.raises(ValueError, match="whole or a fraction"):
         e.submit(Request("b", "/A", max=1, resources=kinds(gpus=1.5)))
+
+
+def test_looking_for_what_to_reclaim_leaves_a_hosts_free_space_as_it_is() -> None:
+    """Working out whether reclaims on a host would make room adds the victims' amounts to a
+    scratch copy of its free space, never to the free space the book keeps for the host."""
+    hosts = [("g1", kinds(cores=8, gpus=4)), ("g2", kinds(cores=8, gpus=4))]
+    e = Engine(plan_of(hosts, {"/O": GroupSettings(owned_kinds=kinds(gpus=4), lend=True),
+                               "/B": GroupSettings(grace=10)}))
+    e.submit(Request("b", "/B", max=8, resources=kinds(cores=1, gpus=1)))
+    e.cycle(0)
+    assert held(e, "/B") == 8  # the owner lends its 4 GPUs
+    e.submit(Request("o", "/O", max=4, resources=kinds(cores=1, gpus=1)))
+    assert sum(r.slots for r in e.cycle(1).reclaims) == 4
+    book = e.kinds
+    for name, cap in hosts:
+        used: dict[str, float] = {}
+        for a in book.on_host.get(name, {}).values():
+            for k, x in a.amount.items():
+                used[k] = used.get(k, 0.0) + x
+        assert book.free_on(e.state, name) == {k: v - used.get(k, 0.0) for k, v in cap}

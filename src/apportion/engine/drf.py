@@ -44,7 +44,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from sortedcontainers import SortedDict, SortedList
+from sortedcontainers import SortedList
 
 from apportion.engine import gpupack
 from apportion.engine.decisions import Decisions, Grant, Reclaim, Removal
@@ -59,6 +59,8 @@ GPUS = "gpus"
 # work's part of a host's slots is made of: GPUs and custom kinds only the requests that name them use
 SLOT_KINDS = ("cores", "memory")
 MILLI = gpupack.MILLI
+NEAR = 8  # hosts first fit reads directly before it looks among the open hosts
+new_tuple = tuple.__new__  # what a NamedTuple's __new__ calls
 
 
 def gpu_shape(amount: float) -> tuple[int, int]:
@@ -170,11 +172,15 @@ class KindBook:
         self.own_use: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> held as own
         self.incoming: dict[tuple[str, str], Vector] = {}  # (group, leaf) -> being reclaimed for it
         self.wanting: dict[str, KindRequest] = {}  # open requests below their max
-        self.wanting_by: dict[str, dict[str, SortedDict]] = {}  # group -> leaf -> arrival -> request
+        # group -> leaf -> arrival -> request, oldest first (a plain dict: quick to take one out of)
+        self.wanting_by: dict[str, dict[str, dict[int, KindRequest]]] = {}
         self.shapes_in: dict[str, dict[int | None, int]] = {}  # group -> shape -> wanting requests of it
         # the least of every kind any request asks a slot: a host without that much free fits
         # nothing; per group, the hosts that have it (their positions in the group), in order
         self.unit: Vector | None = None
+        # the most of every kind any request's instance ever asked (only grows): each grant
+        # takes at most that much from what a group has free
+        self.most: Vector = {}
         self._open: dict[str, SortedList] | None = None
         # within a cycle: hosts given work whose place in the open hosts is brought up to date
         # when those are next read (a host takes several instances in a row, and most of them
@@ -199,7 +205,6 @@ class KindBook:
         # left a request while its processes still used it, kept off the host until they are gone:
         # (request, host) -> (slots, what each slot needs)
         self.changed: set[int] | None = None
-        self._spare: list[SortedDict] = []  # emptied wanting lists, to use again
         self.touched: set[str] | None = None  # hosts whose part of their slots may have changed (None: not kept)
         self.in_use: dict[tuple[str, str], int] = {}
         self.fenced: dict[tuple[str, str], tuple[int, Vector]] = {}
@@ -215,9 +220,14 @@ class KindBook:
             for g in kr.groups:
                 by_leaf = self.wanting_by.setdefault(g, {})
                 mine = by_leaf.get(leaf)
-                if mine is None:  # one emptied before if any (a SortedDict is slow to make)
-                    mine = by_leaf[leaf] = self._spare.pop() if self._spare else SortedDict()
+                if mine is None:
+                    mine = by_leaf[leaf] = {}
+                last = next(reversed(mine)) if mine else -1
                 mine[kr.arrival] = kr
+                if kr.arrival < last:  # back below its max: the list kept oldest first
+                    ordered = sorted(mine.items())
+                    mine.clear()
+                    mine.update(ordered)
                 counts = self.shapes_in.setdefault(g, {})
                 counts[kr.shape] = counts.get(kr.shape, 0) + 1
             return
@@ -231,8 +241,6 @@ class KindBook:
             del mine[kr.arrival]
             if not mine:
                 del self.wanting_by[g][leaf]
-                if len(self._spare) < 64:
-                    self._spare.append(mine)
 
     def forget_places(self) -> None:
         """Hosts changed outside this book (a state, a plan): free space is read again."""
@@ -329,6 +337,10 @@ class KindBook:
         self._requests_seen += 1
         self._arrivals += 1
         self._track(kr)
+        most = self.most
+        for k, a in kr.inst.items():
+            if a > most.get(k, 0.0):
+                most[k] = a
         unit = self.unit
         if unit is None:
             self.unit = dict(kr.need)
@@ -420,7 +432,9 @@ class KindBook:
         return self._place_gpus(self._gpu_row(state, host), kr.gpu, slots)
 
     def _add(self, state: ClusterState, kr: KindRequest, group: str, host: str, slots: int,
-             gpus: list[tuple[int, int]], source: str, aid: int | None = None) -> KindAlloc:
+             gpus: list[tuple[int, int]], source: str, aid: int | None = None,
+             key: tuple[str, str] | None = None) -> KindAlloc:
+        """A new allocation of ``kr``; ``key``: (group, its consumer), when the caller has it."""
         # ids from the slot books' counter: one namespace for every allocation of the cluster
         if aid is None:
             aid = state._next_id
@@ -436,18 +450,47 @@ class KindBook:
             mine = self.on_host[host] = {}
         mine[aid] = a
         kr.allocs[aid] = a
-        kr.held += slots
-        if kr.listed != (kr.held < spec.max and spec.id in self.requests):
+        held = kr.held = kr.held + slots
+        if kr.listed != (held < spec.max and spec.id in self.requests):
             self._track(kr)
         # what one instance needs is worked out once per request (the same numbers as ``a.amount``)
         amount = kr.inst if slots == spec.order else a.amount
-        key = (group, spec.consumer)
+        if key is None:
+            key = (group, spec.consumer)
         self.dom.pop(key, None)
-        self._on_host(state, host, amount, 1)
+        free = self._free.get(host)
+        h = state.hosts.get(host)
+        if free is None or h is None:
+            self._on_host(state, host, amount, 1)
+        else:  # _on_host for a host whose free space is kept (most grants of a cold cycle), in line
+            if self.packers:
+                for p in self.packers.values():
+                    p.dirty.add(host)
+            if self.free_sum and h.takes_work:
+                for g in h.groups:
+                    fs = self.free_sum.get(g.name)
+                    if fs is not None:
+                        for k, x in amount.items():
+                            fs[k] = fs.get(k, 0.0) - x
+            used = self.host_used.get(host)
+            if used is None:
+                used = self.host_used[host] = {}
+            if h.host.slots > 0 and state.by_host[host]:
+                del self._free[host]
+                add_into(used, amount)
+            else:  # what free_on would work out afresh, for the kinds that changed
+                caps = self._caps.get(host)
+                if caps is None or caps[0] is not h.host.resources:
+                    caps = self._caps[host] = (h.host.resources, dict(h.host.resources))
+                cap = caps[1].get
+                for k, x in amount.items():
+                    u = used[k] = used.get(k, 0.0) + x
+                    free[k] = cap(k, 0.0) - u
         used = self.use.get(key)
         if used is None:
             used = self.use[key] = {}
-        add_into(used, amount)
+        for k, x in amount.items():
+            used[k] = used.get(k, 0.0) + x
         if source == OWN:  # the rest of _count: a new allocation is being reclaimed by nobody
             add_into(self.own_use.setdefault(key, {}), amount)
         if gpus:
@@ -776,13 +819,16 @@ class KindBook:
         for group in state.group_names:
             if self.wanting_by.get(group):
                 GroupCycle(self, state, group, now, out, given).run(self.wanting_by[group])
+        back: dict[str, set[tuple[str, int, str]]] = {}  # request -> (host, slots, group) given back
         for rid, allocs in given.items():
             kr = self.requests[rid]
             if kr.held < kr.spec.min:
                 for a in allocs:
                     self._drop(state, a)
-                ids = {(a.host, a.slots, a.group) for a in allocs}
-                out.grants[:] = [g for g in out.grants if g.request != rid or (g.host, g.slots, g.group) not in ids]
+                back[rid] = {(a.host, a.slots, a.group) for a in allocs}
+        if back:  # their grants out of the decisions, in one pass over them
+            out.grants[:] = [g for g in out.grants if g.request not in back
+                             or (g.host, g.slots, g.group) not in back[g.request]]
         return len(out.grants) + len(out.reclaims) + len(out.removals) + len(out.cancelled) != before
 
     def _cancel_unneeded(self, state: ClusterState, out: Decisions) -> None:
@@ -870,7 +916,7 @@ class GroupCycle:
         self.ratios: dict[str, float] = {}  # leaf -> its share_ratio in the group
         self._every: list[str] | None = None  # the hosts best fit and FGD may use for any request
 
-    def run(self, wanting: dict[str, SortedDict]) -> None:
+    def run(self, wanting: dict[str, dict[int, KindRequest]]) -> None:
         """``wanting``: leaf -> its requests below their max that may use the group, oldest first."""
         tc = self.book.totals
         if self.group not in tc:
@@ -909,7 +955,9 @@ class GroupCycle:
             if h.takes_work and h.host.resources and (req is None or req(h.host)):
                 yield n
 
-    def _place(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
+    def _place(self, kr: KindRequest, slots: int, tried: bool = False) -> tuple[str, list[tuple[int, int]]] | None:
+        """Where ``slots`` slots of ``kr`` go, and on which GPUs; None: nowhere. ``tried``: the
+        host where its shape last went was found full (first fit goes on from the next one)."""
         if self.packing != "first" and set(kr.need) <= {"cores", "memory", GPUS}:
             return self._pack(kr, slots)
         if kr.shape is None or slots != kr.spec.order:
@@ -921,13 +969,28 @@ class GroupCycle:
             return None
         hosts, book, state = self.hosts, self.book, self.state
         start = self.from_pos.get(key)
-        if start is not None:
+        if tried:
+            start += 1  # type: ignore[operator]
+        elif start is not None:
             # most often the host where this shape last went still has room: it is the first open
             # host from there (it was open then, and a host that is no longer open fits nothing)
             gpus = book._fits_on(state, kr, hosts[start], slots)
             if gpus is not None:
                 return hosts[start], gpus
-        for i in book.open_hosts(state, self.group, hosts).irange(start or 0):
+        # the next few hosts in order, read directly: the first that takes work and fits is the
+        # first open host that fits (a host that fits an instance fits the least any request
+        # asks), without bringing the open hosts up to date for a host or two
+        start = start or 0
+        ledgers = state.hosts
+        for i in range(start, min(start + NEAR, len(hosts))):
+            n = hosts[i]
+            h = ledgers[n]
+            if h.takes_work and h.host.resources:
+                gpus = book._fits_on(state, kr, n, slots)
+                if gpus is not None:
+                    self.from_pos[key] = i
+                    return n, gpus
+        for i in book.open_hosts(state, self.group, hosts).irange(start + NEAR):
             n = hosts[i]
             gpus = book._fits_on(state, kr, n, slots)
             if gpus is not None:
@@ -935,21 +998,6 @@ class GroupCycle:
                 return n, gpus
         self.failed.add(key)
         return None
-
-    def _quick(self, kr: KindRequest, slots: int) -> bool:
-        """Grant one instance of ``kr`` (no GPUs) on the host where its shape last went, when
-        it still fits there: what ``_place`` would choose first, with none of its other cases."""
-        if kr.gpu[0]:
-            return False
-        host = self.hosts[self.from_pos[kr.shape]]
-        free = self.book._free.get(host)  # free_on, while no slot work is there
-        if free is None or not fits(kr.inst, free):
-            return False
-        a = self.book._add(self.state, kr, self.group, host, slots, [], SHARED)
-        if kr.held < kr.spec.min:  # see _grant
-            self.given.setdefault(kr.spec.id, []).append(a)
-        self.out.grants.append(Grant(kr.spec.id, kr.spec.consumer, self.group, host, slots, SHARED))
-        return True
 
     def _pack(self, kr: KindRequest, slots: int) -> tuple[str, list[tuple[int, int]]] | None:
         """engine/gpupack.py's best fit or FGD, over the hosts that may take the request, on
@@ -1001,7 +1049,7 @@ class GroupCycle:
         return None
 
     def _grant(self, kr: KindRequest, host: str, gpus: list[tuple[int, int]], slots: int, source: str) -> None:
-        a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)  # and in _quick
+        a = self.book._add(self.state, kr, self.group, host, slots, gpus, source)  # and _shared's own
         # what a request below its min got this cycle, given back at its end if it stays below:
         # what comes once it is at its min stays (what it holds only grows within a cycle)
         if kr.held < kr.spec.min:
@@ -1060,7 +1108,7 @@ class GroupCycle:
                              key=lambda a: (-self.share(a.consumer), -a.id))
             if not victims:
                 continue
-            free = book.free_on(state, n)
+            free = dict(book.free_on(state, n))  # a copy: what the book keeps for the host stays
             row = list(book._gpu_row(state, n))
             chosen = []
             for a in victims:
@@ -1119,17 +1167,19 @@ class GroupCycle:
                 add_into(every, mine)
         return every, per
 
-    def _shared(self, wanting: dict[str, SortedDict]) -> None:
+    def _shared(self, wanting: dict[str, dict[int, KindRequest]]) -> None:
         kept, per = self._kept()
-        free = dict(self.book.group_free(self.state, self.group, self.hosts)) if kept else {}
+        # what the group's hosts have free: the book's own sum, which each grant takes from
+        free = self.book.group_free(self.state, self.group, self.hosts) if kept else {}
         consumers = self.consumers
         heap = [(self.share(leaf), consumers[leaf].index, leaf) for leaf in wanting]
         heapq.heapify(heap)
         # per leaf, its requests as they were and how far it got: a request passed over here
         # (its max reached, or its instance fitting nowhere the leaf may take) is not looked at
         # again in this phase, as room only shrinks and use only grows within it
-        lists: dict[str, list] = {}  # leaf -> [its requests, the first not passed over]
-        blocked: set[tuple] = set()  # (leaf, shape) over its limits or beyond what it may take
+        # leaf -> [its requests, the first not passed over, (group, leaf), the shapes over its
+        # limits or beyond what it may take]
+        lists: dict[str, list] = {}
         failed = self.failed
         shapes = self.book.shapes_in.get(self.group, {})
         owners = set(self.owners.get(self.group, ()))
@@ -1145,9 +1195,17 @@ class GroupCycle:
             return got
 
         any_shape = None in shapes  # a request with a requirement: its own hosts, never given up
-        maxed, place, grant, share = self.maxed, self._place, self._grant, self.share
+        maxed, place, share = self.maxed, self._place, self.share
         quick, from_pos = self.packing == "first", self.from_pos
         heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        book, state, group, hosts = self.book, self.state, self.group, self.hosts
+        add, book_free, given, grants = book._add, book._free, self.given, self.out.grants
+        place_gpus, gpu_row = book._place_gpus, book._gpu_row
+        ratios, use, dom, weights = self.ratios, book.use, book.dom, self.weights
+        divisors = {k: t for k, t in self.totals.items() if t > EPS}
+        # grants to come for which any instance surely fits beside what owners keep idle (the
+        # check above would pass for every leaf): ``free`` less the most one takes each time
+        sure = surely(free, kept, book.most) if kept else 0
         while heap:
             if not any_shape and len(failed) >= len(shapes):
                 break  # no shape that anyone wants fits anywhere: nobody can get anything more
@@ -1160,8 +1218,8 @@ class GroupCycle:
             mine = lists.get(leaf)
             if mine is None:
                 got = wanting.get(leaf)
-                mine = lists[leaf] = [list(got.values()) if got else [], 0]
-            reqs, i = mine
+                mine = lists[leaf] = [list(got.values()) if got else [], 0, (group, leaf), set()]
+            reqs, i, key, blocked = mine
             served = False
             while i < len(reqs):
                 kr = reqs[i]
@@ -1169,46 +1227,99 @@ class GroupCycle:
                 # slots of its next instance: order, or 0 when that would pass its max
                 n = spec.order if spec.max - kr.held >= spec.order else 0
                 shape = kr.shape
-                if not n or shape in failed or (leaf, shape) in blocked or (shape in dead and leaf not in owners):
+                if not n or shape in failed or shape in blocked or (shape in dead and leaf not in owners):
                     i += 1
                     continue
                 need = kr.inst
                 if maxed and not self._max_ok(leaf, need):
-                    blocked.add((leaf, shape))
+                    blocked.add(shape)
                     i += 1
                     continue
-                if kept and not _beside(need, free, others.get(leaf) or others_of(leaf)):
-                    blocked.add((leaf, shape))
-                    if leaf not in per and shape is not None:
-                        dead.add(shape)
-                    i += 1
-                    continue
-                if not (quick and shape in from_pos and self._quick(kr, n)):
-                    spot = place(kr, n)
-                    if spot is None:
-                        if shape is None:
-                            blocked.add((leaf, shape))
+                if kept and not sure:
+                    # ``need`` fits in ``free`` less what the owners other than the leaf keep idle
+                    keep = (others.get(leaf) or others_of(leaf)).get
+                    short = False
+                    for k, x in need.items():
+                        if x > EPS and x > free.get(k, 0.0) - keep(k, 0.0) + EPS:
+                            short = True
+                            break
+                    if short:
+                        blocked.add(shape)
+                        if leaf not in per and shape is not None:
+                            dead.add(shape)
                         i += 1
                         continue
-                    grant(kr, spot[0], spot[1], n, SHARED)
+                # most often: where its shape last went, which still has room
+                host = hosts[from_pos[shape]] if quick and shape in from_pos else None
+                tried = False
+                if host is not None:
+                    room = book_free.get(host)  # free_on, while no slot work is there
+                    if room is None:
+                        host = None
+                    else:
+                        for k, x in need.items():  # fits(need, room)
+                            if x > 0 and not x <= room.get(k, 0.0) + EPS:
+                                host = None
+                                break
+                        else:
+                            if kr.gpu[0]:
+                                gpus = place_gpus(gpu_row(state, host), kr.gpu, n)
+                                if gpus is None:
+                                    host = None
+                            else:
+                                gpus = []
+                        tried = host is None  # it does not fit there: first fit goes on from the next
+                if host is None:
+                    spot = place(kr, n, tried)
+                    if spot is None:
+                        if shape is None:
+                            blocked.add(shape)
+                        i += 1
+                        continue
+                    host, gpus = spot
+                a = add(state, kr, group, host, n, gpus, SHARED, None, key)  # _grant, in line
+                if kr.held < spec.min:
+                    given.setdefault(spec.id, []).append(a)
+                # Grant(...), made as its __new__ makes it, without calling it
+                grants.append(new_tuple(Grant, (spec.id, leaf, group, host, n, SHARED)))
                 if kept:
-                    add_into(free, need, -1.0)
+                    sure = sure - 1 if sure > 0 else surely(free, kept, book.most)
                 served = True
                 break
             mine[1] = i
             if served:
-                heapreplace(heap, (share(leaf), index, leaf))
+                # share(leaf), worked out here: what the leaf holds changed, so it is not in ``dom``
+                ratio = ratios.get(leaf)
+                if ratio is None or weights:
+                    d = share(leaf)
+                else:  # kinds.dominant with no weights: weight 1.0 x used / total is used / total
+                    best = None
+                    for k, x in use[key].items():
+                        t = divisors.get(k)
+                        if t is not None:
+                            v = x / t
+                            if best is None or v > best:
+                                best = v
+                    d = 0.0 if best is None else best
+                    d = dom[key] = d / ratio if ratio > 0 else math.inf
+                heapreplace(heap, (d, index, leaf))
             else:
                 heappop(heap)
 
 
-def _beside(need: Vector, free: Vector, others: Vector) -> bool:
-    """``need`` fits in ``free`` less what the owners other than the leaf keep idle (``others``)."""
-    keep = others.get
-    for k, a in need.items():
-        if a > EPS and a > free.get(k, 0.0) - keep(k, 0.0) + EPS:
-            return False
-    return True
+def surely(free: Vector, kept: Vector, most: Vector) -> int:
+    """How many more instances, each taking at most ``most`` of each kind from ``free``, leave
+    room for the next one beside ``kept`` (what owners keep idle, more than any leaf sees kept
+    by the others): 0 when not sure. A margin of a millionth of the amounts, far more than
+    the rounding of the sums, makes it an underestimate."""
+    n = None
+    for k, b in most.items():
+        if b > EPS:
+            f, c = free.get(k, 0.0), kept.get(k, 0.0)
+            m = math.floor((f - c - 1e-6 * (abs(f) + abs(c) + 1.0)) / b) - 1
+            if n is None or m < n:
+                n = m
+    return max(0, n or 0)
 
 
 def scaled_sum(allocs: list[KindAlloc]) -> Vector:
