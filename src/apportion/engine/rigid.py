@@ -18,7 +18,6 @@ called off within the same cycle, so no decision about them leaves the cycle).
 
 from __future__ import annotations
 
-from typing import Any
 
 from apportion.engine.state import RequestState
 
