@@ -157,9 +157,14 @@ def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:
     with its holder's grace). Only slots on hosts it may use count, in whole
     instances with the free slots there."""
     s = c.s
-    fill = {aid: a for aid, a in s.fill.get(g, {}).items() if s.allocs.get(aid) is a and a.reclaim is None}
-    s.fill[g] = fill
     leaf = reserved.spec.consumer
+    # only work still on the share pools the reservation draws from: work the books
+    # moved onto its own consumer's slots (or a lender's) frees nothing it may use, and
+    # reclaiming it would only hand the slot back to that work, for ever
+    sources = {pool_source(owner) for owner in c.views[g].gp.draws_from[leaf]}
+    fill = {aid: a for aid, a in s.fill.get(g, {}).items()
+            if s.allocs.get(aid) is a and a.reclaim is None and a.source in sources}
+    s.fill[g] = fill
     if not fill or reserved.min - reserved.held - free_now - s.incoming.get(leaf, 0) <= 0:
         return
     req = reserved.spec
