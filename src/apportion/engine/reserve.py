@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from apportion.engine import backfill, usage
-from apportion.engine.rigid import pool_idle
+from apportion.engine.rigid import pool_idle, usable_idle
 from apportion.engine.state import RESERVATION_READY, ClusterState, RequestState, pool_source
 
 # ``c`` below is the running cycle (engine/cycle.py's Cycle): it imports this module,
@@ -149,8 +149,9 @@ def choose(c) -> dict[str, RequestState]:
 
 def _ready_for(c) -> set[tuple[str, str]]:
     """(group, consumer) whose reservation was ready and reclaimed the work on its slots:
-    those reclaims are on their way, or completed as this cycle began. Its consumer keeps
-    the reservation there until they are done: once the work they end is gone, another
+    those reclaims are on their way, or completed as this cycle began; or whose
+    reservation was ready last cycle, waiting only for reclaims on their way (``run``).
+    Its consumer keeps the reservation there until they are done: once the work they end is gone, another
     consumer may stand further below its share, and a reservation that moved to it would
     leave the slots to the work they were reclaimed from, to be reclaimed again, for ever."""
     out = set(c.ready_freed)
@@ -260,7 +261,11 @@ def run(c, freed: list[tuple[str, str, int]]) -> None:
     for g, rs in c.reserved.items():
         leaf = rs.spec.consumer
         owed = sum(n for grp, b, n in freed if grp == g and b != leaf and b in s.consumers)
-        idle = sum(n for _, n in pool_idle(c, leaf, g))
+        # every idle slot it may use: its own, the share pools' and what its lenders
+        # could lend it now (the borrowing phase gives those). Counting the pools alone
+        # called it not ready where lent slots make up its min: the slots freed for it
+        # went to elastic work meanwhile and were reclaimed for it again, for ever
+        idle = usable_idle(c, leaf, g, c.views[g])
         free_now = max(0, idle - owed)
         if rs.held + free_now + s.incoming.get(leaf, 0) < rs.min:
             # not ready: slots a reclaim freed for this consumer were won for its other work
@@ -282,6 +287,13 @@ def run(c, freed: list[tuple[str, str, int]]) -> None:
             res.planned_start = start
             res.extra = extra
             s.reservations[g] = res
+            coming = s.incoming.get(leaf, 0)
+            if coming and rs.held + free_now + coming >= rs.min:
+                # ready, waiting only for reclaims on their way: it keeps its place next
+                # cycle (``_ready_for``). Moved to a consumer further below its share, it
+                # left the slots it keeps to that one's elastic work, which it then
+                # reclaimed again when it came back, for ever
+                s.ready_freed.add((g, leaf))
 
 
 def absorbs(c, rs: RequestState) -> bool:

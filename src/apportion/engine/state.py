@@ -342,7 +342,8 @@ class ClusterState:
         # rigid requests that lost marked slots (a reclaim completed, or their holder gave
         # them back) since the last cycle: below their min the rest goes too (phase 0)
         self.cut_short: set[str] = set()
-        # (group, beneficiary) of such slots marked for a reservation that was ready
+        # (group, beneficiary) of such slots marked for a reservation that was ready, and
+        # of a reservation that was ready last cycle waiting only for reclaims on their way
         self.ready_freed: set[tuple[str, str]] = set()
         self.fill: dict[str, dict[int, Any]] = {}  # group -> elastic allocations on a reservation's slots
         self.debt: dict[str, float] = {}  # leaf -> decayed slot-seconds held beyond its share (engine/usage.py)
