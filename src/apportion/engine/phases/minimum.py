@@ -68,7 +68,11 @@ class Minimum(CyclePart):
             reserve.keep(self, g, rs, 0)
             v = self.views[g]
             if rs.held < rs.min and v.settings[leaf].borrow:
-                lenders = {x for x in v.gp.lenders if self._lendable(x, g, v) > 0}
+                # not a lender taking slots back (reclaims on their way to it): its idle
+                # slots are what its own request, given back just now, waits on with them;
+                # lent out again, they were taken back again, for ever
+                incoming = s.incoming
+                lenders = {x for x in v.gp.lenders if self._lendable(x, g, v) > 0 and not incoming.get(x)}
                 if lenders:
                     self._borrow_for(leaf, rs, g, v, lenders)
             if rs.held >= rs.min:
