@@ -150,11 +150,12 @@ class ReclaimGuard:
     """Phase 6 for one waiting rigid request in one group: reclaim for it only what
     lets it start (the module's docstring)."""
 
-    __slots__ = ("c", "rs", "leaf", "before", "n_reclaims", "want")
+    __slots__ = ("c", "rs", "leaf", "before", "n_reclaims", "want", "need")
 
-    def __init__(self, c, rs: RequestState) -> None:
+    def __init__(self, c, rs: RequestState, ahead: int = 0) -> None:
         self.c = c
         self.rs = rs
+        self.need = rs.min + ahead  # what reaches it comes after what is ahead of it
         self.leaf = rs.spec.consumer
         self.before = set(c.s.reclaim_for.get(self.leaf, ()))
         self.n_reclaims = len(c.d.reclaims)
@@ -162,12 +163,16 @@ class ReclaimGuard:
 
     @classmethod
     def open(cls, c, rs: RequestState, g: str, v, quotas: dict[str, dict[str, int]],
-             owners, parent_mode: bool, beyond: dict | None = None, bkey=None) -> "ReclaimGuard | None":
+             owners, parent_mode: bool, beyond: dict | None = None, bkey=None,
+             ahead: int = 0) -> "ReclaimGuard | None":
         """A guard for serving ``rs`` in ``g``; None when even every reclaim the phase
         could mark would leave it below its min: then nothing is to be marked.
         ``beyond[bkey]`` is set to [reclaims, wants, most]: the count of reclaims and
         what the leaf wants now, and the most a request of the leaf like ``rs`` may
-        need to reach its min and pass the first test (the caller's shortcut)."""
+        need to reach its min and pass the first test (the caller's shortcut).
+        ``ahead``: what the leaf's earlier requests there that cannot start take first of
+        whatever comes to it (they are served before it, in arrival order): the request
+        reaches its min only beyond that."""
         # what every request of the leaf there could get at most, whatever it wants: one
         # look serves all its waiting requests until something is marked (a consumer
         # with many wide jobs waiting asks once, not once a job), and what one request
@@ -183,7 +188,7 @@ class ReclaimGuard:
         got = cache.get(key)
         if got is None:
             got = cache[key] = [min(reach_now(c, rs), reach_usable(c, rs)) - rs.held, None, 0, None, 0]
-        short = rs.min - rs.held - got[0]
+        short = rs.min - rs.held - got[0] + ahead
         if short > 0:
             # first the leaf's room in the pools alone, then as far as the victims'
             # excess goes (never more): most waiting requests are settled by the first
@@ -203,7 +208,7 @@ class ReclaimGuard:
                 beyond[bkey][2] = got[0] + got[4]
             if got[4] < short or within(got[3], unmet, order) < short:
                 return None
-        return cls(c, rs)
+        return cls(c, rs, ahead)
 
     def close(self) -> bool:
         """After the phase served the request: if what was marked still leaves it
@@ -212,7 +217,8 @@ class ReclaimGuard:
         c, rs = self.c, self.rs
         if len(c.d.reclaims) == self.n_reclaims:
             return False
-        if reach_now(c, rs) >= rs.min and reach_placed(c, rs) >= rs.min and reach_usable(c, rs) >= rs.min:
+        need = self.need
+        if reach_now(c, rs) >= need and reach_placed(c, rs) >= rs.min and reach_usable(c, rs) >= need:
             return True  # the first bounds the second
         s = c.s
         mine = s.reclaim_for.get(self.leaf, {})

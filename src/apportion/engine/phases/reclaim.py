@@ -13,7 +13,7 @@ from apportion.engine.index import UNSET, rank_key
 from apportion.engine.model import ROOT, Request
 from apportion.engine.phases.base import CyclePart
 from apportion.engine.phases.view import GroupView
-from apportion.engine.rigid import ReclaimGuard, protected_held, reach_usable
+from apportion.engine.rigid import ReclaimGuard, protected_held, reach_usable, usable_idle
 from apportion.engine.state import PendingReclaim, RequestState, lent_source, pool_source
 
 
@@ -201,9 +201,16 @@ class Reclaims(CyclePart):
             # reach it only beyond that; the rest would sit idle, go to someone else and be
             # reclaimed again, for ever
             ahead: dict[tuple[str, str], int] = {}
+            # the same for a later rigid request, but for the group's reservation while no
+            # elastic work runs on its kept slots: the slots it takes are kept for it and
+            # make it ready sooner (they are not lent on and reclaimed again)
+            ahead_rigid: dict[tuple[str, str], int] = {}
+            reserved, fill = self.reserved, self.s.fill
 
             def passed(rs: RequestState, key: tuple[str, str]) -> None:
                 ahead[key] = ahead.get(key, 0) + rs.max - rs.held
+                if reserved.get(key[1]) is not rs or fill.get(key[1]):
+                    ahead_rigid[key] = ahead_rigid.get(key, 0) + rs.max - rs.held
 
             def serve(leaf: str, rs: RequestState, g: str, v: GroupView, quotas=quotas) -> bool | None:
                 guard = None
@@ -211,16 +218,23 @@ class Reclaims(CyclePart):
                     key = (leaf, g, rs.groups, rs.spec.order)
                     b = beyond.get(key)
                     n, w = len(self.d.reclaims), self.want.get(leaf, 0)
-                    if b is not None and b[0] == n and b[1] == w and rs.min - rs.held > b[2]:
+                    # what earlier requests of the leaf that cannot start take first of
+                    # whatever comes to it is not this one's: it needs that much more
+                    first = ahead_rigid.get((leaf, g), 0)
+                    if b is not None and b[0] == n and b[1] == w and rs.min - rs.held + first > b[2]:
                         passed(rs, (leaf, g))
                         return True
                     guard = ReclaimGuard.open(self, rs, g, v, quotas(v), short_in[leaf].get(g, ()), parent_mode,
-                                              beyond, key)
+                                              beyond, key, first)
                     if guard is None:
                         passed(rs, (leaf, g))
                         return True  # nothing marked: nothing changed
-                self._reclaim_pool_for(leaf, rs, g, v, quotas(v), short_in, parent_mode,
-                                       ahead.get((leaf, g), 0) if rs.min <= 0 else 0)
+                first = ahead.get((leaf, g), 0) if rs.min <= 0 else 0
+                if first and self.s.incoming.get(leaf, 0) + usable_idle(self, leaf, g, v) < first:
+                    # what it would free goes to those ahead first, as far as what already
+                    # comes to the leaf leaves them short: none of it would reach this one
+                    return True
+                self._reclaim_pool_for(leaf, rs, g, v, quotas(v), short_in, parent_mode, first)
                 if guard is not None and not guard.close() and rs.held < rs.min:
                     passed(rs, (leaf, g))
                 return None
