@@ -11,7 +11,7 @@ import random
 import pytest
 
 from apportion.engine import Engine, Request
-from apportion.scenario.runner import advance, settle
+from apportion.scenario.runner import SettleError, advance, settle
 from tests.simulate.helpers import plan
 
 
@@ -63,24 +63,39 @@ def _seeded(seed: int):
 # 345: an owner took a lent slot back for elastic work behind its own rigid request,
 #      which the slot went to and which could not start;
 # 591: a reservation moved to another consumer while the slots it had reclaimed were
-#      coming free, leaving them to the work they were reclaimed from.
-@pytest.mark.parametrize("seed", [63, 93, 256, 345, 591])
+#      coming free, leaving them to the work they were reclaimed from;
+# 305: a slot reclaimed for fairness for a consumer's narrow rigid request went first to
+#      its earlier wide one, which could not start; kept for that one's reservation, it
+#      was lent to elastic work and reclaimed again;
+# 19065: elastic work lent a reservation's slot was moved by the books onto its own
+#      consumer's slots; the reservation, counting it, reclaimed it, and it came back;
+# 26285: a reservation whose min idle slots of a lender make up was called not ready:
+#      the slots reclaimed for it went to elastic work meanwhile, to be reclaimed again;
+# 47730: an owner took a lent slot back for its rigid request, which waited for more on
+#      their way; a reservation's last call borrowed the slot from it again;
+# 94975: a reservation that was ready, waiting for one slot on its way, moved to another
+#      consumer, whose elastic work took the slots kept; back, it reclaimed them again;
+# 155716: a slot reclaimed for a consumer's elastic request went to its reservation ahead
+#      of it, which could not start with it, and elastic work on the kept slot was
+#      reclaimed again.
+@pytest.mark.parametrize("seed", [63, 93, 256, 345, 591, 305, 19065, 26285, 47730, 94975, 155716])
 def test_cases_that_circled_settle(seed):
     _replay(*_seeded(seed))
 
 
-# Seeds of the same search that still circle: an earlier rigid request of a consumer that
-# cannot start takes what a reclaim frees for the consumer's later rigid request, and the
-# slots go round (fairness reclaims against reservations, all at one moment). Left open.
-STILL_OPEN = {305, 543, 887, 1144, 1584, 1908}
+# The one plan in 200,000 of the search still circling: a consumer's rigid request waits
+# for slots reclaimed with a grace; a slot reclaimed from work with none comes free first,
+# sits idle as the request cannot start yet, is lent to elastic work on another
+# consumer's reservation and is reclaimed again. Left open: the clock stands still here,
+# and the grace ends it the moment it moves.
+@pytest.mark.xfail(raises=SettleError, strict=True, reason="still circles at one moment (see above)")
+def test_the_case_still_open():
+    _replay(*_seeded(188959))
 
 
 def test_seeded_plans_settle():
-    """2,000 plans of the search above, every one but those still open: none circles, and
-    no host is given more than it has."""
-    for seed in range(2000):
-        if seed in STILL_OPEN:
-            continue
+    """4,000 plans of the search above: none circles, and no host is given more than it has."""
+    for seed in range(4000):
         e = _replay(*_seeded(seed))
         for name, h in e.state.hosts.items():
             assert 0 <= h.free <= h.host.slots, (seed, name)

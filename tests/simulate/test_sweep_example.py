@@ -26,7 +26,7 @@ def test_the_example_says_what_it_shows_and_runs_faster_than_the_trace() -> None
     comment = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
     assert "arrive one and a half times as fast" in comment and "options.arrivals: 1.5" in comment
     assert "half idle" in comment and "the same figures" in comment  # why it needs arrivals
-    assert "Jain's index from 0.98 to 0.95" in comment  # what it shows (checked by the slow test below)
+    assert "Jain's index from 0.99 to 0.95" in comment  # what it shows (checked by the slow test below)
     spec = load_grid(EXAMPLE)
     assert spec["options"]["arrivals"] > 1 and spec["options"]["first"] == 4000
     names = [v["name"] for v in spec["variants"]]
@@ -85,8 +85,8 @@ def test_arrivals_divides_each_submit_time(tmp_path: Path) -> None:
 def test_the_sweeps_variants_give_different_figures() -> None:
     """The grid's four variants over the trace's first 4,000 jobs, as the example sets them: each
     variant's per-consumer waits differ from every other's, and raising /Others' ratio from 1 to 4
-    moves the figures as the example's comment says: Jain's index from 0.98 to 0.95, /Aero's mean
-    wait longer, and with /Physics at ratio 2 /Others' own mean wait longer."""
+    moves the figures as the example's comment says: Jain's index from 0.99 to 0.95, /Aero's mean
+    wait longer (at either ratio of /Physics), /Others' own mean wait within a few percent."""
     spec = load_grid(EXAMPLE)
     assert spec["options"]["first"] == 4000
     spec["variants"] = spec["variants"][:4]  # the grid (the fifth, "nobody owns", changes ownership)
@@ -99,12 +99,13 @@ def test_the_sweeps_variants_give_different_figures() -> None:
         name = f"consumers[/Others].share_ratio={ratio}, consumers[/Physics].share_ratio={physics}"
         return next(r for r in res["variants"] if r["name"] == name)["result"]["fairness"]["jain"]
 
-    assert abs(jain(1, 1) - 0.977) < 0.005 and abs(jain(4, 1) - 0.945) < 0.005
+    assert abs(jain(1, 1) - 0.995) < 0.005 and abs(jain(4, 1) - 0.946) < 0.005
 
     def wait(who: str, ratio: int, physics: int) -> float:
         name = f"consumers[/Others].share_ratio={ratio}, consumers[/Physics].share_ratio={physics}"
         return next(r for r in res["variants"] if r["name"] == name)["result"]["consumers"][who]["wait"]["mean"]
 
     assert wait("/Aero", 4, 1) > wait("/Aero", 1, 1)
-    assert wait("/Others", 4, 2) > 1.2 * wait("/Others", 1, 2)
-    assert abs(wait("/Others", 4, 1) - wait("/Others", 1, 1)) < 0.05 * wait("/Others", 1, 1)
+    assert wait("/Aero", 4, 2) > 1.3 * wait("/Aero", 1, 2)
+    for physics in (1, 2):
+        assert abs(wait("/Others", 4, physics) - wait("/Others", 1, physics)) < 0.05 * wait("/Others", 1, physics)
