@@ -46,7 +46,7 @@ def candidates(c, g: str, reserved: RequestState, most: int, start: float, extra
     falls while ``fill`` gives)."""
     want, now = c.want, c.now
     out = []
-    for leaf, book in c.s.wanting_of.items():  # requests still wanting slots (held < max)
+    for leaf, book in c.s.wanting_some.items():  # requests still wanting slots (held < max)
         w = want.get(leaf, 0)
         if w > 0:
             top = min(most, w)

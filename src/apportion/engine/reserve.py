@@ -106,7 +106,7 @@ def choose(c) -> dict[str, RequestState]:
     # each leaf's requests that still want slots, in arrival order (the running ones,
     # held in full, are not there): a min of one instance starts with any instance
     # that comes free, only wider ones wait for slots to come free together
-    books = [(leaf, book) for leaf, book in s.wanting_of.items() if book]
+    books = s.wanting_some.items()  # the order does not matter: the keys below differ in the leaf
     if not books:
         return {}
     chosen: dict[str, RequestState] = {}

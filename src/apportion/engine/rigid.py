@@ -233,17 +233,8 @@ def protected_held(s, g: str, src: str) -> dict[str, int]:
     and that no reclaim is taking. A reclaim for fairness spares that work, so it does
     not count in how far its consumer is over its share either: else the consumer's
     other, older work would be reclaimed in its place."""
-    out: dict[str, int] = {}
-    requests = s.requests
-    for rid in s.protected:
-        rs = requests.get(rid)
-        if rs is None:
-            continue
-        n = rs.unmarked.get((g, src))
-        if n:
-            leaf = rs.spec.consumer
-            out[leaf] = out.get(leaf, 0) + n
-    return out
+    # kept as the protected requests and their slots change (ClusterState.spared): a copy
+    return dict(s.spared.get((g, src), ()))
 
 
 def pool_idle(c, leaf: str, g: str) -> list[tuple[str, int]]:
