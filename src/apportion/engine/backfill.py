@@ -50,11 +50,11 @@ def candidates(c, g: str, reserved: RequestState, most: int, start: float, extra
         w = want.get(leaf, 0)
         if w > 0:
             top = min(most, w)
-            out.extend(rs for rs in book.values()
+            out.extend(rs for rs in dict.values(book)  # in any order: sorted below
                        if rs.spec.walltime is not None and (need := rs.min - rs.held) <= top
                        and (need <= extra or now + rs.spec.walltime <= start) and g in rs.groups
                        and rs is not reserved)
-    out.sort(key=lambda rs: rs.order)
+    out.sort(key=_arrival)
     return out
 
 
@@ -132,9 +132,11 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
     leaves.sort(key=lambda x: (books[x].peekitem(0)[1].seq, s.consumers[x].index))
     fill = s.fill.setdefault(g, {})
     for leaf in leaves:
-        for rs in list(books[leaf].values()):
-            if rs.min > 0 or rs.spec.walltime is not None or g not in rs.groups or rs is reserved:
-                continue
+        # its elastic requests that may run here, in arrival order (the book's keys)
+        elastic = sorted((rs for rs in dict.values(books[leaf])
+                          if rs.min <= 0 and rs.spec.walltime is None and g in rs.groups and rs is not reserved),
+                         key=_arrival)
+        for rs in elastic:
             pools = pool_idle(c, leaf, g)
             idle = sum(n for _, n in pools) - owed
             n = min(idle, rs.max - rs.held, c._headroom(leaf, g, v))
@@ -149,6 +151,10 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
                 fill[a.id] = a
             if want.get(leaf, 0) <= 0:
                 break
+
+
+def _arrival(rs: RequestState) -> int:
+    return rs.order
 
 
 def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:

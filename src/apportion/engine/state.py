@@ -14,7 +14,7 @@ allocation. The state has no clock and does no I/O.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import compress
 from dataclasses import dataclass
 from typing import Any
@@ -143,6 +143,12 @@ class Usage:
     @property
     def incoming_total(self) -> int:
         return sum(self.incoming.values())
+
+
+def in_order(book: SortedDict) -> Iterator[Any]:
+    """The values of a book keyed in order (``ClusterState.wanting_of``), in that order,
+    read at C speed (``SortedDict.values()`` yields them one by one in Python)."""
+    return map(book.__getitem__, book)
 
 
 def _move_spared(spared: dict[tuple[str, str], dict[str, int]], key: tuple[str, str], leaf: str, slots: int) -> None:
@@ -667,6 +673,8 @@ class ClusterState:
     @protected.setter
     def protected(self, rids: Iterable[str]) -> None:
         old = getattr(self, "_protected", None)
+        if rids is old:
+            return  # an operator in place (``protected |= ...``) sets the set it changed
         if old is not None:
             old.clear()
         self._protected = _Protected(self)
