@@ -450,6 +450,9 @@ class ClusterState:
         self._groups_of: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # (group, pool owner) -> the last division of that pool and its inputs (Cycle._division)
         self.divisions: dict[tuple[str, str], tuple] = {}
+        # (group, pool owner) -> the last few divisions worked out there, by all their
+        # inputs (Cycle._division): needs that move away and back find theirs again
+        self.recent_divisions: dict[tuple[str, str], dict[tuple, tuple]] = {}
         # (leaf, group) -> epoch: the leaf could not place slots it had room for; it
         # reclaims nothing for that group until the world changes (a new epoch)
         self.futile: dict[tuple[str, str], int] = {}
