@@ -129,14 +129,17 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
     leaves = [x for x, n in want.items() if n > 0 and x in v.settings and books.get(x)]
     if not leaves:
         return
-    leaves.sort(key=lambda x: (books[x].peekitem(0)[1].seq, s.consumers[x].index))
     fill = s.fill.setdefault(g, {})
+    # each leaf's elastic requests that may run here (what giving to one leaf does
+    # leaves the others' as they were): only leaves with some are served, in order
+    elastic_of = {}
     for leaf in leaves:
-        # its elastic requests that may run here, in arrival order (the book's keys)
-        elastic = sorted((rs for rs in dict.values(books[leaf])
-                          if rs.min <= 0 and rs.spec.walltime is None and g in rs.groups and rs is not reserved),
-                         key=_arrival)
-        for rs in elastic:
+        elastic = [rs for rs in dict.values(books[leaf])
+                   if rs.min <= 0 and rs.spec.walltime is None and g in rs.groups and rs is not reserved]
+        if elastic:
+            elastic_of[leaf] = elastic
+    for leaf in sorted(elastic_of, key=lambda x: (books[x].peekitem(0)[1].seq, s.consumers[x].index)):
+        for rs in sorted(elastic_of[leaf], key=_arrival):  # in arrival order (the book's keys)
             pools = pool_idle(c, leaf, g)
             idle = sum(n for _, n in pools) - owed
             n = min(idle, rs.max - rs.held, c._headroom(leaf, g, v))
