@@ -46,15 +46,15 @@ def candidates(c, g: str, reserved: RequestState, most: int, start: float, extra
     falls while ``fill`` gives)."""
     want, now = c.want, c.now
     out = []
-    for leaf, book in c.s.wanting_of.items():  # requests still wanting slots (held < max)
+    for leaf, book in c.s.wanting_some.items():  # requests still wanting slots (held < max)
         w = want.get(leaf, 0)
         if w > 0:
             top = min(most, w)
-            out.extend(rs for rs in book.values()
+            out.extend(rs for rs in dict.values(book)  # in any order: sorted below
                        if rs.spec.walltime is not None and (need := rs.min - rs.held) <= top
                        and (need <= extra or now + rs.spec.walltime <= start) and g in rs.groups
                        and rs is not reserved)
-    out.sort(key=lambda rs: rs.order)
+    out.sort(key=_arrival)
     return out
 
 
@@ -129,12 +129,17 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
     leaves = [x for x, n in want.items() if n > 0 and x in v.settings and books.get(x)]
     if not leaves:
         return
-    leaves.sort(key=lambda x: (books[x].peekitem(0)[1].seq, s.consumers[x].index))
     fill = s.fill.setdefault(g, {})
+    # each leaf's elastic requests that may run here (what giving to one leaf does
+    # leaves the others' as they were): only leaves with some are served, in order
+    elastic_of = {}
     for leaf in leaves:
-        for rs in list(books[leaf].values()):
-            if rs.min > 0 or rs.spec.walltime is not None or g not in rs.groups or rs is reserved:
-                continue
+        elastic = [rs for rs in dict.values(books[leaf])
+                   if rs.min <= 0 and rs.spec.walltime is None and g in rs.groups and rs is not reserved]
+        if elastic:
+            elastic_of[leaf] = elastic
+    for leaf in sorted(elastic_of, key=lambda x: (books[x].peekitem(0)[1].seq, s.consumers[x].index)):
+        for rs in sorted(elastic_of[leaf], key=_arrival):  # in arrival order (the book's keys)
             pools = pool_idle(c, leaf, g)
             idle = sum(n for _, n in pools) - owed
             n = min(idle, rs.max - rs.held, c._headroom(leaf, g, v))
@@ -149,6 +154,10 @@ def fill_elastic(c, g: str, reserved: RequestState, owed: int) -> None:
                 fill[a.id] = a
             if want.get(leaf, 0) <= 0:
                 break
+
+
+def _arrival(rs: RequestState) -> int:
+    return rs.order
 
 
 def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:

@@ -41,7 +41,7 @@ from sortedcontainers import SortedList
 
 from apportion.engine import backfill, usage
 from apportion.engine.rigid import pool_idle, usable_idle
-from apportion.engine.state import RESERVATION_READY, ClusterState, RequestState, pool_source
+from apportion.engine.state import RESERVATION_READY, ClusterState, RequestState, in_order, pool_source
 
 # ``c`` below is the running cycle (engine/cycle.py's Cycle): it imports this module,
 # so this one does not import it back
@@ -106,7 +106,7 @@ def choose(c) -> dict[str, RequestState]:
     # each leaf's requests that still want slots, in arrival order (the running ones,
     # held in full, are not there): a min of one instance starts with any instance
     # that comes free, only wider ones wait for slots to come free together
-    books = [(leaf, book) for leaf, book in s.wanting_of.items() if book]
+    books = s.wanting_some.items()  # the order does not matter: the keys below differ in the leaf
     if not books:
         return {}
     chosen: dict[str, RequestState] = {}
@@ -128,7 +128,7 @@ def choose(c) -> dict[str, RequestState]:
             # instance that comes free, and slots kept would only hold it up (first
             # come first served within a consumer). So only its first request not
             # started counts: none, or not one that fits, and the leaf has none here
-            for rs in book.values():
+            for rs in in_order(book):
                 if rs.held < rs.min:
                     break
             else:

@@ -35,7 +35,11 @@ def reach_now(c, rs: RequestState) -> int:
     this cycle included), the reclaims already on their way to its consumer, and the
     free slots of its groups' open hosts."""
     s = c.s
-    return rs.held + s.incoming.get(rs.spec.consumer, 0) + sum(s.groups[g].open_free for g in rs.groups)
+    groups = s.groups
+    free = 0
+    for g in rs.groups:  # mostly one: a loop, not a generator
+        free += groups[g].open_free
+    return rs.held + s.incoming.get(rs.spec.consumer, 0) + free
 
 
 def usable_idle(c, leaf: str, g: str, v) -> int:
@@ -44,8 +48,15 @@ def usable_idle(c, leaf: str, g: str, v) -> int:
     now. Not every idle slot of the group: those another consumer owns and does not
     lend it are not its to use."""
     u = c.s.usage_in[g].get(leaf)
-    idle = v.owned.get(leaf, 0) - ((u.own + u.lent_total) if u is not None else 0)
-    idle = max(0, idle) + sum(n for _, n in pool_idle(c, leaf, g))
+    idle = v.owned.get(leaf, 0) - ((u.own + (u.lent_total if u.lent else 0)) if u is not None else 0)
+    if idle < 0:
+        idle = 0
+    pv = c.views[g]  # pool_idle's slots, summed as they are met
+    size, used = pv.pool_size, c.s.pool_used[g]
+    for owner in pv.gp.draws_from[leaf]:
+        n = size.get(owner, 0) - used.get(owner, 0)
+        if n > 0:
+            idle += n
     if v.settings[leaf].borrow:
         idle += sum(max(0, c._lendable(x, g, v)) for x in v.gp.lender_order(leaf) if x != leaf)
     return idle
@@ -239,17 +250,8 @@ def protected_held(s, g: str, src: str) -> dict[str, int]:
     and that no reclaim is taking. A reclaim for fairness spares that work, so it does
     not count in how far its consumer is over its share either: else the consumer's
     other, older work would be reclaimed in its place."""
-    out: dict[str, int] = {}
-    requests = s.requests
-    for rid in s.protected:
-        rs = requests.get(rid)
-        if rs is None:
-            continue
-        n = rs.unmarked.get((g, src))
-        if n:
-            leaf = rs.spec.consumer
-            out[leaf] = out.get(leaf, 0) + n
-    return out
+    # kept as the protected requests and their slots change (ClusterState.spared): a copy
+    return dict(s.spared.get((g, src), ()))
 
 
 def pool_idle(c, leaf: str, g: str) -> list[tuple[str, int]]:

@@ -14,7 +14,7 @@ allocation. The state has no clock and does no I/O.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import compress
 from dataclasses import dataclass
 from typing import Any
@@ -145,8 +145,127 @@ class Usage:
         return sum(self.incoming.values())
 
 
+def in_order(book: SortedDict) -> Iterator[Any]:
+    """The values of a book keyed in order (``ClusterState.wanting_of``), in that order,
+    read at C speed (``SortedDict.values()`` yields them one by one in Python)."""
+    return map(book.__getitem__, book)
+
+
+def _move_spared(spared: dict[tuple[str, str], dict[str, int]], key: tuple[str, str], leaf: str, slots: int) -> None:
+    """``ClusterState.spared``: ``leaf``'s protected slots of ``key`` (group, source)
+    moved by ``slots`` (an entry at 0 goes, and a key with none left)."""
+    book = spared.get(key)
+    if book is None:
+        book = spared[key] = {}
+    n = book.get(leaf, 0) + slots
+    if n:
+        book[leaf] = n
+    else:
+        del book[leaf]
+        if not book:
+            del spared[key]
+
+
+class _Protected(set):
+    """``ClusterState.protected``: a set of request ids that keeps the state's book of
+    the slots protected work holds (``ClusterState.spared``) as ids join and leave it:
+    each open request among them adds its ``unmarked`` slots, and moves them there as
+    they move (``RequestState.spared``)."""
+
+    __slots__ = ("state", "linked")
+
+    def __init__(self, state: "ClusterState") -> None:
+        super().__init__()
+        self.state = state
+        self.linked: dict[str, RequestState] = {}  # id -> its request, counted in the book
+
+    def link(self, rid: str) -> None:
+        """Count the open request ``rid`` in the book (once)."""
+        rs = self.state.requests.get(rid)
+        if rs is None or rid in self.linked:
+            return
+        spared = self.state.spared
+        self.linked[rid] = rs
+        rs.spared = spared
+        leaf = rs.spec.consumer
+        for key, n in rs.unmarked.items():
+            _move_spared(spared, key, leaf, n)
+
+    def unlink(self, rid: str) -> None:
+        rs = self.linked.pop(rid, None)
+        if rs is None:
+            return
+        leaf = rs.spec.consumer
+        for key, n in rs.unmarked.items():
+            _move_spared(rs.spared, key, leaf, -n)
+        rs.spared = None
+
+    def add(self, rid: str) -> None:
+        if rid not in self:
+            set.add(self, rid)
+            self.link(rid)
+
+    def discard(self, rid: str) -> None:
+        if rid in self:
+            set.discard(self, rid)
+            self.unlink(rid)
+
+    def remove(self, rid: str) -> None:
+        if rid not in self:
+            raise KeyError(rid)
+        self.discard(rid)
+
+    def pop(self) -> str:
+        rid = next(iter(self))
+        self.discard(rid)
+        return rid
+
+    def clear(self) -> None:
+        for rid in list(self):
+            self.discard(rid)
+
+    def update(self, *others) -> None:
+        for other in others:
+            for rid in other:
+                self.add(rid)
+
+    def difference_update(self, *others) -> None:
+        for other in others:
+            for rid in other:
+                self.discard(rid)
+
+    def intersection_update(self, *others) -> None:
+        keep = set(self).intersection(*others)
+        for rid in [r for r in self if r not in keep]:
+            self.discard(rid)
+
+    def symmetric_difference_update(self, other) -> None:
+        for rid in set(other):
+            if rid in self:
+                self.discard(rid)
+            else:
+                self.add(rid)
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __isub__(self, other):
+        self.difference_update(other)
+        return self
+
+    def __iand__(self, other):
+        self.intersection_update(other)
+        return self
+
+    def __ixor__(self, other):
+        self.symmetric_difference_update(other)
+        return self
+
+
 class RequestState:
-    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "order", "unmarked")
+    __slots__ = ("spec", "held", "allocs", "groups", "min", "max", "seq", "order", "unmarked", "unmarked_of",
+                 "spared")
 
     def __init__(self, spec: Request, groups: tuple[str, ...]) -> None:
         self.spec = spec
@@ -161,6 +280,10 @@ class RequestState:
         # what a reservation counts on when it ends, what a reclaim spares if protected
         # (reserve.planned_start, rigid.protected_held), with no walk over its allocations
         self.unmarked: dict[tuple[str, str], int] = {}
+        self.unmarked_of: dict[str, int] = {}  # group -> ``unmarked`` summed over its sources there
+        # while the request is protected: its state's book of protected slots
+        # (ClusterState.spared), which ``unmarked`` moves with
+        self.spared: dict[tuple[str, str], dict[str, int]] | None = None
 
     def count_unmarked(self, group: str, source: str, slots: int) -> None:
         """``unmarked`` moved by ``slots`` (an entry at 0 goes)."""
@@ -170,10 +293,26 @@ class RequestState:
             self.unmarked[key] = n
         else:
             del self.unmarked[key]
+        n = self.unmarked_of.get(group, 0) + slots
+        if n:
+            self.unmarked_of[group] = n
+        else:
+            del self.unmarked_of[group]
+        if self.spared is not None:
+            _move_spared(self.spared, key, self.spec.consumer, slots)
+
+    def clear_unmarked(self) -> None:
+        """Every allocation gone: nothing left unmarked."""
+        if self.spared is not None:
+            leaf = self.spec.consumer
+            for key, n in self.unmarked.items():
+                _move_spared(self.spared, key, leaf, -n)
+        self.unmarked.clear()
+        self.unmarked_of.clear()
 
     def unmarked_in(self, group: str) -> int:
         """Slots of its allocations in ``group`` that no reclaim is taking."""
-        return sum(n for (g, _), n in self.unmarked.items() if g == group)
+        return self.unmarked_of.get(group, 0)
 
     @property
     def unmet(self) -> int:
@@ -250,6 +389,9 @@ class ClusterState:
         # the cycle walks to serve a leaf, so that requests it holds in full (a running rigid
         # job) cost nothing there, however many there are
         self.wanting_of: dict[str, SortedDict] = {}
+        # the books of ``wanting_of`` that are not empty (in no particular order): what
+        # walks over every leaf's wanting requests read, however many leaves wait for nothing
+        self.wanting_some: dict[str, SortedDict] = {}
         self._opened = 0
         self.allocs: dict[int, Allocation] = {}
         self.by_host: dict[str, dict[int, Allocation]] = {n: {} for n in self.hosts}
@@ -308,6 +450,9 @@ class ClusterState:
         self._groups_of: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # (group, pool owner) -> the last division of that pool and its inputs (Cycle._division)
         self.divisions: dict[tuple[str, str], tuple] = {}
+        # (group, pool owner) -> the last few divisions worked out there, by all their
+        # inputs (Cycle._division): needs that move away and back find theirs again
+        self.recent_divisions: dict[tuple[str, str], dict[tuple, tuple]] = {}
         # (leaf, group) -> epoch: the leaf could not place slots it had room for; it
         # reclaims nothing for that group until the world changes (a new epoch)
         self.futile: dict[tuple[str, str], int] = {}
@@ -334,7 +479,10 @@ class ClusterState:
         self.reservations: dict[str, Any] = {}
         self.started: dict[str, float] = {}
         self.ends: Any = None  # (end, request) of ``started``, soonest first; None: not made yet
-        self.protected: set[str] = set()  # requests started through a reservation: no fairness reclaim
+        # (group, source) -> leaf -> slots there that its protected work holds and no
+        # reclaim is taking (rigid.protected_held), kept by ``protected`` as it changes
+        self.spared: dict[tuple[str, str], dict[str, int]] = {}
+        self.protected = set()  # requests started through a reservation: no fairness reclaim
         # (group, beneficiary, slots) of marked slots their holder gave back before the
         # deadline: freed for the reclaim's beneficiary as a completed reclaim's are
         # (the next cycle's reservations leave them to it)
@@ -520,6 +668,22 @@ class ClusterState:
         for p in self.chain[a.consumer]:
             st[p] = st.get(p, 0) + d
 
+    @property
+    def protected(self) -> set[str]:
+        """Requests started through a reservation or backfilled: no reclaim for fairness
+        takes their slots (engine/reserve.py, engine/backfill.py)."""
+        return self._protected
+
+    @protected.setter
+    def protected(self, rids: Iterable[str]) -> None:
+        old = getattr(self, "_protected", None)
+        if rids is old:
+            return  # an operator in place (``protected |= ...``) sets the set it changed
+        if old is not None:
+            old.clear()
+        self._protected = _Protected(self)
+        self._protected.update(rids)
+
     def touch(self) -> None:
         """Something outside the engine changed (a request, a host): old conclusions
         about what cannot be placed no longer hold."""
@@ -562,8 +726,12 @@ class ClusterState:
             if book is None:
                 book = self.wanting_of[leaf] = SortedDict()
             book[rs.order] = rs
+            if len(book) == 1:
+                self.wanting_some[leaf] = book
         elif book is not None:
             book.pop(rs.order, None)
+            if not book:
+                self.wanting_some.pop(leaf, None)
 
     # -- requests -----------------------------------------------------------
     def groups_of(self, req: Request) -> tuple[str, ...]:
@@ -594,6 +762,8 @@ class ClusterState:
         rs.order = self._opened
         self._opened += 1
         self.recent.append(rs)
+        if req.id in self._protected:
+            self._protected.link(req.id)  # protected before it opened: counted from now on
         self._wanting(rs, rs.max > rs.held)
         self._unmet_delta(rs, rs.unmet)
         if req.min > req.order or req.walltime is not None:
@@ -711,7 +881,7 @@ class ClusterState:
         if sums:
             self._count_removed(rs, sums)
         rs.allocs.clear()
-        rs.unmarked.clear()
+        rs.clear_unmarked()
 
     def _count_removed(self, rs: RequestState, sums: dict[tuple[str, str], int]) -> None:
         """What ``remove`` does to the counts for share-pool slots of ``rs`` taken off

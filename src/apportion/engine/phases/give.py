@@ -15,7 +15,7 @@ from apportion.engine.model import Request
 from apportion.engine.phases.base import HELD, INF, CyclePart
 from apportion.engine.phases.view import GroupView
 from apportion.engine.placement import choose_among, choose_hosts
-from apportion.engine.state import OWN, HeldSlots, OpenHosts, RequestState
+from apportion.engine.state import OWN, HeldSlots, OpenHosts, RequestState, in_order
 
 
 class Giving(CyclePart):
@@ -237,7 +237,7 @@ class Giving(CyclePart):
         walk = None
         while book is not None and i < len(book):
             if walk is None:
-                walk = islice(book.values(), i, None)
+                walk = islice(in_order(book), i, None)
             rs = next(walk)
             for g in rs.groups:
                 if g in open_groups:

@@ -334,9 +334,14 @@ class Reclaims(CyclePart):
         dirty = s.excess_dirty[g]
         memo = s.excess_memo.get(g)
         sp = spared or None
-        if memo is not None and memo[0] == deserved and memo[1] == static and memo[2] == sp:
+        moved = _moved_keys(memo, deserved, static, sp) if memo is not None else None
+        if moved is not None:
             base = memo[3]
-            look = ((leaf, usage.get(leaf)) for leaf in dirty)
+            if moved:  # what some may keep, or their work spared, moved: they are looked at too
+                memo = (dict(deserved), dict(static) if static is not None else None,
+                        dict(sp) if sp is not None else None, base)
+                moved |= dirty
+            look = ((leaf, usage.get(leaf)) for leaf in (moved or dirty))
         else:
             base = {}
             look = usage.items()
@@ -472,3 +477,18 @@ class Reclaims(CyclePart):
                     over -= got
                     if over <= 0:
                         break
+
+
+def _moved_keys(memo: tuple, deserved: dict[str, int], static: dict[str, int] | None,
+                sp: dict[str, int] | None) -> set[str] | None:
+    """The leaves whose part of ``_public_excess``'s inputs (what each may keep, its
+    static share, its work spared) differs from ``memo``'s (found at C speed: the
+    items that differ); None when ``memo`` cannot be brought up to date that way
+    (static shares there and not here, or the other way round)."""
+    if (memo[1] is None) != (static is None):
+        return None
+    moved: set[str] = set()
+    for old, new in ((memo[0], deserved), (memo[1], static), (memo[2] or {}, sp or {})):
+        if old != new:
+            moved.update(k for k, _ in old.items() ^ new.items())
+    return moved

@@ -13,6 +13,10 @@ from apportion.engine.shares import divide_pool, planned, round_shares
 from apportion.engine.state import OWN, lent_source, pool_source
 
 
+# how many divisions of one pool ``Views._division`` keeps by their inputs
+_RECENT_DIVISIONS = 8
+
+
 class GroupView:
     """One group in one cycle: the plan-static part plus what depends on the moment."""
 
@@ -194,7 +198,19 @@ class Views(CyclePart):
                 else:
                     self.s.divisions[key] = (size, (parent_mode, dynamic), caps, need, l_exact, l_got)
                     return l_got
-        got, exact = divide_pool(gp.tree, owner, size, need, parent_mode, dynamic, caps.get if caps else None)
+        # a division is a function of its inputs alone: one of the last few made here
+        # with the same inputs (the needs in the same order too) is the one to make now
+        recent = self.s.recent_divisions.get(key)
+        if recent is None:
+            recent = self.s.recent_divisions[key] = {}
+        inputs = (size, parent_mode, dynamic, tuple(caps.items()), tuple(need.items()))
+        made = recent.pop(inputs, None)
+        if made is None:
+            made = divide_pool(gp.tree, owner, size, need, parent_mode, dynamic, caps.get if caps else None)
+            if len(recent) >= _RECENT_DIVISIONS:
+                del recent[next(iter(recent))]  # the one used longest ago
+        recent[inputs] = made
+        got, exact = made
         self.s.divisions[key] = (size, (parent_mode, dynamic), caps, need, exact, got)
         return got
 
