@@ -230,3 +230,26 @@ def reclaim_fill(c, g: str, reserved: RequestState, free_now: int) -> None:
             if leaf in c.want:
                 c.want[leaf] -= take
         need -= gain
+
+
+def fill_live(s, g: str) -> dict:
+    """Allocation id -> the elastic work still on a reservation's kept slots in ``g``
+    (neither gone nor being reclaimed)."""
+    fill = s.fill.get(g)
+    if not fill:
+        return {}
+    allocs = s.allocs
+    return {aid: a for aid, a in fill.items() if allocs.get(aid) is a and a.reclaim is None}
+
+
+def add_fill_held(s, g: str, src: str, spared: dict[str, int]) -> dict[str, int]:
+    """``spared`` (leaf -> slots a reclaim for fairness leaves alone) with the elastic
+    work on a reservation's kept slots from ``src`` added: those slots are the
+    reservation's, lent while it is not ready, and come back to it alone
+    (``reclaim_fill``). A reclaim for another consumer's fairness would hand them to
+    that consumer, and one for the reservation's own consumer would free a slot it
+    cannot start with, to be lent and reclaimed again."""
+    for a in fill_live(s, g).values():
+        if a.source == src:
+            spared[a.consumer] = spared.get(a.consumer, 0) + a.slots
+    return spared

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
+from apportion.engine.backfill import add_fill_held, fill_live
 from apportion.engine.decisions import Reclaim
 from apportion.engine.index import UNSET, rank_key
 from apportion.engine.model import ROOT, Request
@@ -38,13 +39,20 @@ class Reclaims(CyclePart):
         plan: list[tuple] = []
         left = n
         spare = self.s.protected if fair and self.s.protected else None
+        # nor the elastic work on a reservation's kept slots (engine/backfill.py)
+        lent = fill_live(self.s, g) if fair and self.s.fill else None
+        if lent:
+            spare = spare if spare is not None else frozenset()  # not None: hosts' counts are summed
+            spare_ids = lent
+        else:
+            spare_ids = ()
         # newest first, lazily: the index keeps allocations in the order they came
         if req is None or req.order == 1:
             check = req is not None
             for a in reversed(index.values()):
                 if left <= 0:
                     break
-                if a.reclaim is not None or (spare is not None and a.request in spare):
+                if a.reclaim is not None or (spare is not None and a.request in spare) or a.id in spare_ids:
                     continue
                 if check:
                     h = hosts[a.host]
@@ -77,7 +85,7 @@ class Reclaims(CyclePart):
                 return 0
             by_host: dict[str, list] = {}
             for a in reversed(index.values()):  # newest first; hosts in the order met
-                if a.host in useful and (spare is None or a.request not in spare):
+                if a.host in useful and (spare is None or a.request not in spare) and a.id not in spare_ids:
                     by_host.setdefault(a.host, []).append(a)
             for host, lst in by_host.items():
                 if left <= 0:
@@ -297,11 +305,15 @@ class Reclaims(CyclePart):
             ex = {}
             # phase 6 spares protected work (engine/rigid.py): it is not counted as excess
             spared = None
-            if self._sparing and self.s.protected:
-                # the same within phase 6: no reclaim for fairness marks protected work
+            if self._sparing and (self.s.protected or self.s.fill.get(v.name)):
+                # the same within phase 6: no reclaim for fairness marks protected work,
+                # nor elastic work on a reservation's kept slots
                 spared = self._spared.get((v.name, src))
                 if spared is None:
-                    spared = self._spared[(v.name, src)] = protected_held(self.s, v.name, src)
+                    spared = protected_held(self.s, v.name, src)
+                    if self.s.fill.get(v.name):
+                        spared = add_fill_held(self.s, v.name, src, spared)
+                    self._spared[(v.name, src)] = spared
             if owner == ROOT and not every:
                 ex = self._public_excess(v, src, usage, deserved, static, spared)
                 self._excess_cache[key] = ex
