@@ -11,7 +11,7 @@ import random
 import pytest
 
 from apportion.engine import Engine, Request
-from apportion.scenario.runner import SettleError, advance, settle
+from apportion.scenario.runner import advance, settle
 from tests.simulate.helpers import plan
 
 
@@ -77,20 +77,13 @@ def _seeded(seed: int):
 #      consumer, whose elastic work took the slots kept; back, it reclaimed them again;
 # 155716: a slot reclaimed for a consumer's elastic request went to its reservation ahead
 #      of it, which could not start with it, and elastic work on the kept slot was
-#      reclaimed again.
-@pytest.mark.parametrize("seed", [63, 93, 256, 345, 591, 305, 19065, 26285, 47730, 94975, 155716])
+#      reclaimed again;
+# 188959: a consumer's rigid request waited for slots reclaimed with a grace; one
+#      reclaimed from work with none came free first and sat idle, was lent to elastic
+#      work on another consumer's reservation and reclaimed again for the first.
+@pytest.mark.parametrize("seed", [63, 93, 256, 345, 591, 305, 19065, 26285, 47730, 94975, 155716, 188959])
 def test_cases_that_circled_settle(seed):
     _replay(*_seeded(seed))
-
-
-# The one plan in 200,000 of the search still circling: a consumer's rigid request waits
-# for slots reclaimed with a grace; a slot reclaimed from work with none comes free first,
-# sits idle as the request cannot start yet, is lent to elastic work on another
-# consumer's reservation and is reclaimed again. Left open: the clock stands still here,
-# and the grace ends it the moment it moves.
-@pytest.mark.xfail(raises=SettleError, strict=True, reason="still circles at one moment (see above)")
-def test_the_case_still_open():
-    _replay(*_seeded(188959))
 
 
 def test_seeded_plans_settle():
