@@ -242,14 +242,15 @@ def fill_live(s, g: str) -> dict:
     return {aid: a for aid, a in fill.items() if allocs.get(aid) is a and a.reclaim is None}
 
 
-def add_fill_held(s, g: str, src: str, spared: dict[str, int]) -> dict[str, int]:
+def add_fill_held(live: dict, src: str, spared: dict[str, int]) -> dict[str, int]:
     """``spared`` (leaf -> slots a reclaim for fairness leaves alone) with the elastic
-    work on a reservation's kept slots from ``src`` added: those slots are the
+    work on a reservation's kept slots (``live``, from ``fill_live``) from ``src``
+    added: those slots are the
     reservation's, lent while it is not ready, and come back to it alone
     (``reclaim_fill``). A reclaim for another consumer's fairness would hand them to
     that consumer, and one for the reservation's own consumer would free a slot it
     cannot start with, to be lent and reclaimed again."""
-    for a in fill_live(s, g).values():
+    for a in live.values():
         if a.source == src:
             spared[a.consumer] = spared.get(a.consumer, 0) + a.slots
     return spared

@@ -82,6 +82,7 @@ class Cycle(Removals, Views, OwnSlots, SharePools, Borrowing, Reclaims, Surplus,
         self._excess_pos: dict[tuple[str, str], list] = {}
         self._sparing = False  # phase 6: protected work is not counted as excess (engine/rigid.py)
         self._spared: dict[tuple[str, str], dict[str, int]] = {}  # phase 6: (group, source) -> protected_held
+        self._fill_live: dict[str, dict] = {}  # phase 6: group -> backfill.fill_live, if any
         self.could_cache: dict[tuple, list] = {}  # phase 6: rigid.ReclaimGuard.open's bounds
         self.stuck: set[tuple[str, str]] = set()  # (leaf, group) that could not be placed
         self.first: set[str] = set()  # beneficiaries of reclaims completed now: served first

@@ -48,6 +48,7 @@ class CyclePart:
     _excess_pos: dict[tuple[str, str], list]
     _sparing: bool
     _spared: dict[tuple[str, str], dict[str, int]]
+    _fill_live: dict[str, dict]
     could_cache: dict[tuple, list]
     _no_fit: dict[tuple[str, str, str], int]
     stuck: set[tuple[str, str]]

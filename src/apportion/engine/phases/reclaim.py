@@ -40,7 +40,7 @@ class Reclaims(CyclePart):
         left = n
         spare = self.s.protected if fair and self.s.protected else None
         # nor the elastic work on a reservation's kept slots (engine/backfill.py)
-        lent = fill_live(self.s, g) if fair and self.s.fill else None
+        lent = self._fill_live.get(g) if fair else None
         if lent:
             spare = spare if spare is not None else frozenset()  # not None: hosts' counts are summed
             spare_ids = lent
@@ -182,6 +182,8 @@ class Reclaims(CyclePart):
         parent_mode = self.policy.share_enforcement.value == "parent"
         self._sparing = True  # the excess leaves protected work out (_excess)
         self._spared = {}
+        # and elastic work on kept slots: no mark within the phase moves it (it is spared)
+        self._fill_live = {g: live for g in self.s.fill if (live := fill_live(self.s, g))}
         for quotas in self._quota_passes():
             self._excess_cache = {}
             self._victim_lists = {}
@@ -250,6 +252,7 @@ class Reclaims(CyclePart):
             if short_in:
                 self._serve(self._wanting(short_in), room, serve, lambda leaf: short_in[leaf])
         self._sparing = False
+        self._fill_live = {}
         self._excess_cache = {}
         self._victim_lists = {}
 
@@ -305,14 +308,15 @@ class Reclaims(CyclePart):
             ex = {}
             # phase 6 spares protected work (engine/rigid.py): it is not counted as excess
             spared = None
-            if self._sparing and (self.s.protected or self.s.fill.get(v.name)):
+            live = self._fill_live.get(v.name) if self._sparing else None
+            if self._sparing and (self.s.protected or live):
                 # the same within phase 6: no reclaim for fairness marks protected work,
                 # nor elastic work on a reservation's kept slots
                 spared = self._spared.get((v.name, src))
                 if spared is None:
                     spared = protected_held(self.s, v.name, src)
-                    if self.s.fill.get(v.name):
-                        spared = add_fill_held(self.s, v.name, src, spared)
+                    if live:
+                        spared = add_fill_held(live, src, spared)
                     self._spared[(v.name, src)] = spared
             if owner == ROOT and not every:
                 ex = self._public_excess(v, src, usage, deserved, static, spared)
