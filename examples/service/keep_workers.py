@@ -82,8 +82,16 @@ class Manager:
         slots those still use until their agent reports them gone."""
         by_host: dict[str, list[dict[str, Any]]] = {}
         stopping: dict[str, int] = {}
+        wall, mono = time.time(), time.monotonic()
         for act in self.api.activities(self.alloc_id):
             if act.get("state") not in LIVE:
+                ended = act.get("ended_at")
+                if ended is not None and act["id"] not in self.stopped:
+                    # it ended on its own: no new worker on its host within a second of
+                    # its end, even where this is read before the event that says so
+                    until = mono + ended + 1.0 - wall
+                    if until > self.wait_until.get(act["host"], 0):
+                        self.wait_until[act["host"]] = until
                 continue
             if act.get("stopping"):
                 stopping[act["host"]] = stopping.get(act["host"], 0) + act.get("slots", 1)
